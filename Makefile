@@ -1,0 +1,24 @@
+# The two commands of the README: `make run` (broker on 127.0.0.1:9092, data in ./minikafka-data)
+# and `make test` (the whole test suite, as CI runs it). Both install what they need first.
+VENV ?= .venv
+PYTEST_ARGS ?=
+
+.PHONY: run test setup setup-test bench clean
+
+setup:
+	scripts/setup.sh
+
+setup-test:
+	scripts/setup.sh test
+
+run: setup
+	$(VENV)/bin/minikafka serve --config config/server.properties
+
+test: setup-test
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: setup-test
+	$(VENV)/bin/python -m bench.run_all
+
+clean:
+	rm -rf $(VENV) minikafka-data

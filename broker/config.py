@@ -1,0 +1,185 @@
+"""Broker configuration: Kafka key names, read from a properties file, env and --override.
+
+Precedence (lowest first): built-in defaults < properties file < MINIKAFKA_* env < --override.
+Env names map to keys by lower-casing and turning '_' into '.', e.g. MINIKAFKA_LOG_DIRS -> log.dirs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit
+
+from ..storage.log_config import LogConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "log.dirs": "./minikafka-data",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "cluster.id": "",
+    "message.max.bytes": "1048588",
+    "socket.request.max.bytes": "104857600",
+    "log.segment.bytes": "1073741824",
+    "log.roll.ms": "",
+    "log.roll.hours": "168",
+    "log.retention.ms": "",
+    "log.retention.minutes": "",
+    "log.retention.hours": "168",
+    "log.retention.bytes": "-1",
+    "log.retention.check.interval.ms": "300000",
+    "log.index.interval.bytes": "4096",
+    "log.flush.interval.messages": str(2**63 - 1),
+    "log.flush.interval.ms": "",
+    "log.cleanup.policy": "delete",
+    "log.message.timestamp.type": "CreateTime",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "3000",
+    "producer.id.expiration.ms": "86400000",
+}
+
+# Keys Kafka knows that are meaningless for a single embedded node; accepted silently.
+IGNORED_KAFKA_KEYS = frozenset({
+    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
+    "min.insync.replicas", "unclean.leader.election.enable", "broker.rack",
+    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+})
+
+
+class ConfigError(ValueError):
+    """A configuration value cannot be used."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, '#'/'!' comments, trailing-backslash continuation."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        line, pending = pending + line, ""
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                props[line[:i].strip()] = line[i + 1:].strip()
+                break
+        else:
+            props[line] = ""
+    return props
+
+
+def parse_listeners(spec: str) -> list[Listener]:
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        parts = urlsplit(item)
+        if not parts.scheme or parts.port is None:
+            raise ConfigError(f"listener {item!r} is not NAME://host:port")
+        out.append(Listener(parts.scheme.upper(), parts.hostname or "", parts.port))
+    if not out:
+        raise ConfigError("no listeners configured")
+    return out
+
+
+class BrokerConfig:
+    """Resolved broker configuration; `props` holds the effective string values by Kafka key."""
+
+    def __init__(self, props: Mapping[str, str]):
+        self.props: dict[str, str] = dict(DEFAULTS)
+        for key, value in props.items():
+            if key not in DEFAULTS and key not in IGNORED_KAFKA_KEYS:
+                log.warning("unknown config key %r ignored", key)
+            self.props[key] = value
+        try:
+            self.node_id = int(self.get("node.id"))
+            self.listeners = parse_listeners(self.get("listeners"))
+            self.advertised_listeners = parse_listeners(self.get("advertised.listeners") or self.get("listeners"))
+            self.log_dirs = [Path(p).expanduser() for p in self.get("log.dirs").split(",") if p.strip()]
+            self.num_partitions = int(self.get("num.partitions"))
+            self.default_replication_factor = int(self.get("default.replication.factor"))
+            self.auto_create_topics = self.get_bool("auto.create.topics.enable")
+            self.delete_topic_enable = self.get_bool("delete.topic.enable")
+            self.socket_request_max_bytes = int(self.get("socket.request.max.bytes"))
+            self.retention_check_interval_ms = int(self.get("log.retention.check.interval.ms"))
+            self.offsets_topic_partitions = int(self.get("offsets.topic.num.partitions"))
+            self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))
+            self.log_config = self._log_config()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        if not self.log_dirs:
+            raise ConfigError("log.dirs is empty")
+
+    def get(self, key: str) -> str:
+        return self.props.get(key, "")
+
+    def get_bool(self, key: str) -> bool:
+        value = self.get(key).lower()
+        if value not in ("true", "false"):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
+        return value == "true"
+
+    def _first(self, *candidates: tuple[str, int]) -> str:
+        """Kafka's ms > minutes > hours precedence for time keys."""
+        for key, scale in candidates:
+            value = self.get(key)
+            if value:
+                return str(int(value) * scale)
+        raise ConfigError(f"none of {[k for k, _ in candidates]} set")
+
+    def _log_config(self) -> LogConfig:
+        topic_props = {
+            "segment.bytes": self.get("log.segment.bytes"),
+            "segment.ms": self._first(("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
+            "retention.ms": self._retention_ms(),
+            "retention.bytes": self.get("log.retention.bytes"),
+            "max.message.bytes": self.get("message.max.bytes"),
+            "index.interval.bytes": self.get("log.index.interval.bytes"),
+            "flush.messages": self.get("log.flush.interval.messages"),
+            "cleanup.policy": self.get("log.cleanup.policy"),
+            "message.timestamp.type": self.get("log.message.timestamp.type"),
+        }
+        if self.get("log.flush.interval.ms"):
+            topic_props["flush.ms"] = self.get("log.flush.interval.ms")
+        return LogConfig.from_props(topic_props, LogConfig())
+
+    def _retention_ms(self) -> str:
+        value = self._first(("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                            ("log.retention.hours", 3_600_000))
+        return "-1" if int(value) < 0 else value
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None, overrides: Mapping[str, str] | None = None,
+             environ: Mapping[str, str] | None = None) -> "BrokerConfig":
+        props: dict[str, str] = {}
+        if path is not None:
+            props.update(parse_properties(Path(path).read_text()))
+        env = os.environ if environ is None else environ
+        for name, value in env.items():
+            if name.startswith("MINIKAFKA_") and name not in ("MINIKAFKA_CONFIG", "MINIKAFKA_LOG_LEVEL"):
+                props[name[len("MINIKAFKA_"):].lower().replace("_", ".")] = value
+        props.update(overrides or {})
+        return cls(props)

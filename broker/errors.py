@@ -1,0 +1,43 @@
+"""The one place that maps domain exceptions to Kafka error codes."""
+from __future__ import annotations
+
+import logging
+
+import kafka.errors as ke
+
+from ..protocol import record_batch
+from ..storage import errors as se
+from . import topic_catalog as tc
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+
+_MAPPING: list[tuple[type[BaseException], int]] = [
+    (se.OffsetOutOfRangeError, ke.OffsetOutOfRangeError.errno),
+    (se.RecordTooLargeError, ke.MessageSizeTooLargeError.errno),
+    (record_batch.CorruptRecordError, ke.CorruptRecordError.errno),
+    (record_batch.InvalidRecordError, ke.InvalidRecordError.errno),  # includes UnsupportedMagicError
+    (se.InvalidConfigError, ke.InvalidConfigurationError.errno),
+    (se.KafkaStorageError, ke.KafkaStorageError.errno),
+    (tc.UnknownTopicError, ke.UnknownTopicOrPartitionError.errno),
+    (tc.TopicExistsError, ke.TopicAlreadyExistsError.errno),
+    (tc.InvalidTopicNameError, ke.InvalidTopicError.errno),
+    (tc.InvalidPartitionCountError, ke.InvalidPartitionsError.errno),
+    (tc.InvalidReplicationFactorError, ke.InvalidReplicationFactorError.errno),
+    (tc.InvalidReplicaAssignmentError, 39),  # INVALID_REPLICA_ASSIGNMENT (absent from kafka.errors)
+]
+
+
+def error_code(exc: BaseException) -> int:
+    """Kafka error code for a domain exception; unexpected exceptions are logged and UNKNOWN_SERVER_ERROR."""
+    for exc_type, code in _MAPPING:
+        if isinstance(exc, exc_type):
+            return code
+    log.exception("unexpected error", exc_info=exc)
+    return UNKNOWN_SERVER_ERROR
+
+
+def error_message(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__

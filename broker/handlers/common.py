@@ -1,0 +1,34 @@
+"""Small helpers shared by handlers: partition lookup and leader-epoch checks."""
+from __future__ import annotations
+
+import uuid
+
+import kafka.errors as ke
+
+from ...storage.partition_log import PartitionLog
+from ..state import BrokerState
+
+LEADER_EPOCH = 0  # a single broker is leader of everything, forever, in epoch 0
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def leader_epoch_error(current_leader_epoch: int) -> int:
+    """Error for a client's view of the leader epoch (-1 = no view)."""
+    if current_leader_epoch < 0 or current_leader_epoch == LEADER_EPOCH:
+        return 0
+    return UNKNOWN_LEADER_EPOCH if current_leader_epoch > LEADER_EPOCH else FENCED_LEADER_EPOCH
+
+
+def lookup_partition(state: BrokerState, topic: str | None, partition: int) -> tuple[PartitionLog | None, int]:
+    """(log, 0) or (None, UNKNOWN_TOPIC_OR_PARTITION)."""
+    plog = state.catalog.partition_log(topic, partition) if topic is not None else None
+    if plog is None:
+        return None, ke.UnknownTopicOrPartitionError.errno
+    return plog, 0
+
+
+def topic_name_for_id(state: BrokerState, topic_id: uuid.UUID) -> str | None:
+    info = state.catalog.by_id.get(topic_id)
+    return info.name if info is not None else None

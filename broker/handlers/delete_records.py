@@ -1,0 +1,31 @@
+"""DeleteRecords: advance a partition's log start offset (-1 means the high watermark)."""
+from __future__ import annotations
+
+from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
+
+from ..context import RequestContext
+from ..errors import error_code
+from ..registry import handles
+from .common import lookup_partition
+
+TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
+PartitionResult = TopicResult.DeleteRecordsPartitionResult
+
+
+@handles(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2)
+async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            plog, code = lookup_partition(ctx.broker, t.name, p.partition_index)
+            low = -1
+            if plog is not None:
+                try:
+                    target = plog.high_watermark if p.offset == -1 else p.offset
+                    low = plog.delete_records_before(target)
+                except Exception as exc:
+                    code = error_code(exc)
+            parts.append(PartitionResult(partition_index=p.partition_index, low_watermark=low, error_code=code))
+        topics.append(TopicResult(name=t.name, partitions=parts))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

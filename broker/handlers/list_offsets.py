@@ -1,0 +1,56 @@
+"""ListOffsets: earliest (-2), latest (-1, LSO for read_committed), max timestamp (-3), by timestamp."""
+from __future__ import annotations
+
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+from ...storage.partition_log import PartitionLog
+from ..context import RequestContext
+from ..errors import error_code
+from ..registry import handles
+from .common import LEADER_EPOCH, leader_epoch_error, lookup_partition
+
+TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionResponse = TopicResponse.ListOffsetsPartitionResponse
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+def resolve_offset(plog: PartitionLog, timestamp: int, isolation_level: int) -> tuple[int, int]:
+    """(offset, timestamp) for one query; (-1, -1) when nothing matches."""
+    if timestamp == LATEST:
+        return plog.high_watermark, -1  # no transactions yet: LSO == high watermark
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return plog.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        offset, ts = plog.max_timestamp()
+        return (offset, ts) if offset >= 0 else (-1, -1)
+    if timestamp == LATEST_TIERED:
+        return -1, -1  # no tiered storage: nothing was ever tiered
+    if timestamp < 0:
+        return -1, -1
+    found = plog.offset_for_timestamp(timestamp)
+    return (found[0], found[1]) if found is not None else (-1, -1)
+
+
+@handles(ListOffsetsRequest, ListOffsetsResponse, 1, 10)
+async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            plog, code = lookup_partition(ctx.broker, t.name, p.partition_index)
+            code = code or leader_epoch_error(p.current_leader_epoch)
+            offset = ts = -1
+            if not code:
+                try:
+                    offset, ts = resolve_offset(plog, p.timestamp, req.isolation_level)
+                except Exception as exc:
+                    code = error_code(exc)
+            parts.append(PartitionResponse(partition_index=p.partition_index, error_code=code, timestamp=ts,
+                                           offset=offset, leader_epoch=LEADER_EPOCH if not code else -1))
+        topics.append(TopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

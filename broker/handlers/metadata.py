@@ -1,0 +1,65 @@
+"""Metadata: this broker, and topics with their (single-replica) partitions; auto-creates topics."""
+from __future__ import annotations
+
+import kafka.errors as ke
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from ..context import RequestContext
+from ..registry import handles
+from ..state import BrokerState
+from ..topic_catalog import InvalidTopicNameError, TopicInfo, validate_topic_name
+from .common import LEADER_EPOCH, ZERO_UUID
+
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = Topic.MetadataResponsePartition
+
+
+def topic_entry(state: BrokerState, info: TopicInfo) -> Topic:
+    node = state.node_id
+    parts = [Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
+                       replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+             for p in range(info.partitions)]
+    return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+                 partitions=parts)
+
+
+def error_entry(code: int, name: str | None, topic_id=ZERO_UUID) -> Topic:
+    return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+
+
+def resolve(state: BrokerState, name: str, auto_create: bool) -> Topic:
+    info = state.catalog.get(name)
+    if info is None:
+        try:
+            validate_topic_name(name)
+        except InvalidTopicNameError:
+            return error_entry(ke.InvalidTopicError.errno, name)
+        if auto_create:
+            info = state.auto_create(name)
+        if info is None:
+            return error_entry(ke.UnknownTopicOrPartitionError.errno, name)
+    return topic_entry(state, info)
+
+
+@handles(MetadataRequest, MetadataResponse, 0, 12)
+async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    state = ctx.broker
+    v = ctx.api_version
+    all_topics = req.topics is None or (v == 0 and not req.topics)
+    auto_create = req.allow_auto_topic_creation if v >= 4 else True
+    if all_topics:
+        topics = [topic_entry(state, info) for info in list(state.catalog.topics.values())]
+    else:
+        topics = []
+        for t in req.topics:
+            if t.name is None:  # v10+: lookup by id
+                info = state.catalog.by_id.get(t.topic_id)
+                topics.append(topic_entry(state, info) if info is not None
+                              else error_entry(ke.UnknownTopicIdError.errno, None, t.topic_id))
+            else:
+                topics.append(resolve(state, t.name, auto_create))
+    adv = state.advertised
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=state.node_id, host=adv.host, port=adv.port,
+                                                        rack=None)]
+    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
+                            controller_id=state.node_id, topics=topics)

@@ -1,0 +1,59 @@
+"""Produce: validate and append whole batches per partition; acks=0 gets no response."""
+from __future__ import annotations
+
+import kafka.errors as ke
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from ..context import RequestContext
+from ..errors import error_code, error_message
+from ..registry import handles
+from ..state import BrokerState
+from .common import LEADER_EPOCH, topic_name_for_id
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = TopicResponse.PartitionProduceResponse
+VALID_ACKS = (-1, 0, 1)
+
+
+def _error(index: int, code: int, message: str | None = None) -> PartitionResponse:
+    return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                             log_start_offset=-1, record_errors=[], error_message=message)
+
+
+def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
+                      acks: int) -> PartitionResponse:
+    if acks not in VALID_ACKS:
+        return _error(index, ke.InvalidRequiredAcksError.errno)
+    if topic is None:
+        return _error(index, ke.UnknownTopicIdError.errno)
+    plog = state.catalog.partition_log(topic, index)
+    if plog is None and state.catalog.get(topic) is None and state.auto_create(topic) is not None:
+        plog = state.catalog.partition_log(topic, index)
+    if plog is None:
+        return _error(index, ke.UnknownTopicOrPartitionError.errno)
+    if not records:
+        return _error(index, ke.InvalidRecordError.errno, "empty record set")
+    try:
+        info = plog.append(records, leader_epoch=LEADER_EPOCH)
+    except Exception as exc:
+        return _error(index, error_code(exc), error_message(exc))
+    return PartitionResponse(index=index, error_code=0, base_offset=info.first_offset,
+                             log_append_time_ms=info.log_append_time_ms, log_start_offset=info.log_start_offset,
+                             record_errors=[], error_message=None)
+
+
+@handles(ProduceRequest, ProduceResponse, 3, 13)
+async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
+    state = ctx.broker
+    by_id = ctx.api_version >= 13
+    responses = []
+    for topic in req.topic_data:
+        name = topic_name_for_id(state, topic.topic_id) if by_id else topic.name
+        parts = [produce_partition(state, name, p.index, p.records, req.acks) for p in topic.partition_data]
+        if by_id:
+            responses.append(TopicResponse(topic_id=topic.topic_id, partition_responses=parts))
+        else:
+            responses.append(TopicResponse(name=topic.name, partition_responses=parts))
+    if req.acks == 0:
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

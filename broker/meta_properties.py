@@ -1,0 +1,42 @@
+"""`meta.properties` in each log dir (Kafka's format): cluster id and node id, fixed at first start."""
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from pathlib import Path
+
+from .config import ConfigError, parse_properties
+
+log = logging.getLogger(__name__)
+
+
+def new_cluster_id() -> str:
+    """Kafka's Uuid.randomUuid().toString(): url-safe base64 without padding (22 chars)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def ensure_meta(log_dirs: list[Path], node_id: int, configured_cluster_id: str) -> str:
+    """Read or write meta.properties in every dir; all dirs must agree. Returns the cluster id."""
+    found: dict[Path, dict[str, str]] = {}
+    for d in log_dirs:
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / "meta.properties"
+        if path.exists():
+            found[d] = parse_properties(path.read_text())
+    ids = {p.get("cluster.id") for p in found.values()}
+    if len(ids) > 1:
+        raise ConfigError(f"log dirs belong to different clusters: {sorted(filter(None, ids))}")
+    cluster_id = next(iter(ids)) if ids else (configured_cluster_id or new_cluster_id())
+    if configured_cluster_id and cluster_id != configured_cluster_id:
+        raise ConfigError(f"cluster.id {configured_cluster_id} does not match stored {cluster_id}")
+    for d, props in found.items():
+        if props.get("node.id") not in (None, str(node_id)):
+            raise ConfigError(f"{d} belongs to node {props.get('node.id')}, this is node {node_id}")
+    for d in log_dirs:
+        if d not in found:
+            (d / "meta.properties").write_text(
+                "#\n#minikafka\nversion=1\n"
+                f"cluster.id={cluster_id}\nnode.id={node_id}\n"
+                f"directory.id={new_cluster_id()}\n")
+    return cluster_id

@@ -1,0 +1,52 @@
+"""Everything a handler may reach: config, topic catalog, partition logs, notifier, allocators."""
+from __future__ import annotations
+
+import logging
+import time
+
+from ..coordinator.producer_ids import ProducerIdManager
+from ..storage.log_manager import LogManager
+from ..storage.partition_log import PartitionLog
+from .append_notifier import AppendNotifier
+from .config import BrokerConfig, Listener
+from .meta_properties import ensure_meta
+from .topic_catalog import TopicCatalog, TopicError, TopicInfo
+
+log = logging.getLogger(__name__)
+
+
+class BrokerState:
+    """Domain objects of one broker; created and loaded before any listener opens."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id = ensure_meta(config.log_dirs, config.node_id, config.get("cluster.id"))
+        self.notifier = AppendNotifier()
+        self.logs = LogManager(config.log_dirs, config.log_config)
+        self.catalog = TopicCatalog(self.logs, config.log_config, config.log_dirs[0], self._hook_log)
+        self.producer_ids = ProducerIdManager(config.log_dirs[0] / "producer_id_block")
+        self.advertised: Listener = config.advertised_listeners[0]
+        self.started_at = time.time()
+
+    def load(self) -> None:
+        self.logs.load()
+        self.catalog.load()
+
+    def _hook_log(self, plog: PartitionLog) -> None:
+        tp = (plog.topic, plog.partition)
+        notify = self.notifier.notify
+        plog.append_listeners.append(lambda: notify(tp))
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Create `name` with broker defaults if auto-creation is on; None if off or name invalid."""
+        if not self.config.auto_create_topics:
+            return None
+        try:
+            return self.catalog.create(name, self.config.num_partitions, 1)
+        except TopicError as exc:
+            log.info("auto-create of %r refused: %s", name, exc)
+            return None
+
+    def close(self) -> None:
+        self.logs.close()

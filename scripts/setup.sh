@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh machine: a virtualenv with the project (and test extras), plus kcat.
+#   scripts/setup.sh          runtime only
+#   scripts/setup.sh test     runtime + test dependencies + kcat (Debian package)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+STAMP="$VENV/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${1:-run}"
+if [ ! -f "$STAMP" ]; then
+  "$VENV/bin/pip" install -q --upgrade pip==26.3
+  if [ "${1:-}" = "test" ]; then
+    "$VENV/bin/pip" install -q -e '.[test]'
+  else
+    "$VENV/bin/pip" install -q -e .
+  fi
+  touch "$STAMP"
+fi
+if [ "${1:-}" = "test" ] && ! command -v kcat >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null
+fi
