@@ -1,0 +1,44 @@
+"""Typed storage errors. Handlers map these to Kafka error codes in one place (not here)."""
+from __future__ import annotations
+
+from minikafka.protocol.record_batch import (  # re-exported
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedMagicError,
+)
+
+__all__ = [
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "UnsupportedMagicError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "RecordBatchTooLargeError",
+    "InvalidConfigError",
+    "KafkaStorageError",
+]
+
+
+class OffsetOutOfRangeError(Exception):
+    """Requested offset is below the log start offset or above the log end offset (OFFSET_OUT_OF_RANGE)."""
+
+
+class RecordTooLargeError(Exception):
+    """A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE)."""
+
+
+class RecordBatchTooLargeError(RecordTooLargeError):
+    """A whole produce payload is larger than segment.bytes (RECORD_LIST_TOO_LARGE)."""
+
+
+class InvalidConfigError(Exception):
+    """A topic config key is unknown or its value is invalid (INVALID_CONFIG)."""
+
+    def __init__(self, key: str, msg: str) -> None:
+        super().__init__(f"{key}: {msg}")
+        self.key = key
+        self.msg = msg
+
+
+class KafkaStorageError(Exception):
+    """An I/O failure or an inconsistent on-disk state (KAFKA_STORAGE_ERROR)."""

@@ -1,0 +1,426 @@
+"""PartitionLog: the ordered segments of one `<topic>-<partition>` directory.
+
+Threading invariant: one owner thread (the event loop) calls every mutating method (append,
+retention, delete_records_before, update_config, flush, close). `read`, `offset_for_timestamp` and
+`max_timestamp` may run concurrently in worker threads: they snapshot the log end offset, then the
+published (segments, base offsets) tuple, then each segment's committed size, and only `pread` below
+that size. The owner publishes in the opposite order (bytes written -> segment size -> LEO; log start
+offset -> segment list), files only grow while open, and deleted segments keep their descriptors
+open for `file.delete.delay.ms` so in-flight reads still succeed.
+
+The log start offset is persisted per partition in `<dir>/log-start-offset-checkpoint` (Kafka's
+checkpoint format with one entry) when DeleteRecords moves it inside a segment; on load it is
+max(checkpoint, first segment base offset).
+"""
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+import struct
+import time
+from bisect import bisect_right
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from minikafka.protocol.record_batch import TIMESTAMP_TYPE_MASK, compute_crc, patch_base_offset, validate_batches
+from minikafka.storage.batch_io import MAX_RELATIVE_OFFSET
+from minikafka.storage.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from minikafka.storage.log_config import LogConfig
+from minikafka.storage.partition_metadata import atomic_write, fsync_dir, read_partition_metadata
+from minikafka.storage.segment import SEGMENT_SUFFIXES, BatchInfo, LogSegment, segment_name
+
+log = logging.getLogger(__name__)
+
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+STRAY_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
+HIGH_WATERMARK = -1  # DeleteRecords sentinel: delete up to the high watermark
+
+_EPOCH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: int
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>` -> (topic, partition); ValueError if the name does not fit."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return topic, int(part)
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig, *, clock: Callable[[], float] = time.time,
+                 clean_shutdown: bool = False) -> None:
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_partition_dir(self.dir.name)
+        self._config = config
+        self._clock = clock
+        self.append_listeners: list[Callable[[], None]] = []
+        self._graveyard: list[tuple[int, LogSegment]] = []
+        self._unflushed: list[LogSegment] = []
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now_ms()
+        self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
+        self._log_start_offset = 0
+        self._leo = 0
+        self._load(clean_shutdown)
+        self.topic_id: bytes | None = read_partition_metadata(self.dir)
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        self._config = config
+        self._active.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._leo  # single broker: everything appended is "replicated"
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._view[0])
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(seg.size for seg in self._view[0])
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._view[0][-1]
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _publish(self, segments: list[LogSegment]) -> None:
+        self._view = (tuple(segments), tuple(seg.base_offset for seg in segments))
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        cfg = self._config
+        jitter = random.randrange(min(cfg.segment_jitter_ms, cfg.segment_ms)) if cfg.segment_jitter_ms else 0
+        return LogSegment(self.dir, base_offset, index_interval_bytes=cfg.index_interval_bytes,
+                          now_ms=now_ms, roll_jitter_ms=jitter)
+
+    # ---------------------------------------------------------------- loading / recovery
+
+    def _load(self, clean_shutdown: bool) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        bases: list[int] = []
+        for path in list(self.dir.iterdir()):
+            name = path.name
+            if name.endswith(STRAY_SUFFIXES):
+                log.info("deleting stray file %s", path)
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            elif name.endswith(".log") and len(path.stem) == 20 and path.stem.isdigit():
+                bases.append(int(path.stem))
+        bases.sort()
+        known = {segment_name(b) for b in bases}
+        for suffix in SEGMENT_SUFFIXES[1:]:
+            for path in self.dir.glob("*" + suffix):
+                if path.stem not in known:
+                    log.info("deleting orphan index %s", path)
+                    path.unlink()
+        now = self._now_ms()
+        segments: list[LogSegment] = []
+        for i, base in enumerate(bases):
+            seg = self._new_segment(base, now)
+            last = i == len(bases) - 1
+            problem = "no clean shutdown" if last and not clean_shutdown else seg.load(verify_tail=last)
+            if segments and base < segments[-1].next_offset:
+                raise KafkaStorageError(f"{seg.log_path} overlaps the previous segment")
+            segments.append(seg)
+            if problem:
+                truncated = seg.recover()
+                if problem != "no clean shutdown" or truncated:
+                    log.warning("recovered %s (%s): truncated %d bytes", seg.log_path, problem, truncated)
+                if truncated and not last:
+                    for later in bases[i + 1:]:
+                        log.warning("deleting %s after a truncated segment", segment_name(later))
+                        doomed = self._new_segment(later, now)
+                        doomed.delete()
+                    break
+        checkpoint = self._read_log_start_offset()
+        if not segments:
+            segments.append(self._new_segment(checkpoint, now))
+        self._publish(segments)
+        self._leo = segments[-1].next_offset
+        self._log_start_offset = min(max(checkpoint, segments[0].base_offset), self._leo)
+
+    def _read_log_start_offset(self) -> int:
+        path = self.dir / LOG_START_OFFSET_FILE
+        try:
+            lines = path.read_text("ascii").split("\n")
+            if lines[0].strip() == "0" and int(lines[1]) == 1:
+                return max(int(lines[2].split()[-1]), 0)
+        except FileNotFoundError:
+            return 0
+        except (ValueError, IndexError, UnicodeDecodeError):
+            pass
+        log.warning("ignoring unreadable %s", path)
+        return 0
+
+    def _write_log_start_offset(self) -> None:
+        text = f"0\n1\n{self.topic} {self.partition} {self._log_start_offset}\n"
+        atomic_write(self.dir / LOG_START_OFFSET_FILE, text.encode())
+
+    # ---------------------------------------------------------------- append
+
+    def append(self, records: bytes | bytearray, *, leader_epoch: int | None = None) -> AppendInfo:
+        """Validate, assign offsets (per batch, patching the copy), roll if needed, write, index.
+
+        Raises CorruptRecordError / InvalidRecordError / UnsupportedMagicError from validation,
+        RecordTooLargeError if a batch exceeds max.message.bytes, RecordBatchTooLargeError if the
+        whole payload exceeds segment.bytes, KafkaStorageError on I/O failure.
+        """
+        cfg = self._config
+        headers = validate_batches(records)
+        for _pos, header in headers:
+            if header.size > cfg.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {header.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+        if len(records) > cfg.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{len(records)} bytes exceed segment.bytes {cfg.segment_bytes}")
+        buf = bytearray(records)
+        now_ms = self._now_ms()
+        append_time = cfg.log_append_time
+        first_offset = offset = self._leo
+        batches: list[BatchInfo] = []
+        max_ts = -1
+        for pos, header in headers:
+            patch_base_offset(buf, pos, offset)
+            if leader_epoch is not None:
+                _EPOCH.pack_into(buf, pos + 12, leader_epoch)
+            batch_ts = header.max_timestamp
+            if append_time:
+                batch_ts = now_ms
+                _ATTRIBUTES.pack_into(buf, pos + 21, header.attributes | TIMESTAMP_TYPE_MASK)
+                _TIMESTAMP.pack_into(buf, pos + 35, now_ms)
+                _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
+            last = offset + header.last_offset_delta
+            batches.append(BatchInfo(pos, header.size, last, batch_ts))
+            max_ts = max(max_ts, batch_ts)
+            offset = last + 1
+        last_offset = offset - 1
+        segment = self._maybe_roll(len(buf), max_ts, last_offset, now_ms)
+        segment.append(buf, batches)
+        self._leo = offset
+        if not self._unflushed or self._unflushed[-1] is not segment:
+            self._unflushed.append(segment)
+        self._unflushed_messages += offset - first_offset
+        if (self._unflushed_messages >= cfg.flush_messages
+                or now_ms - self._last_flush_ms >= cfg.flush_ms):
+            self.flush()
+        for listener in self.append_listeners:
+            listener()
+        return AppendInfo(first_offset, last_offset, now_ms if append_time else -1, self._log_start_offset)
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now_ms: int) -> LogSegment:
+        """Kafka's shouldRoll; a segment is never rolled while empty."""
+        seg = self._active
+        cfg = self._config
+        if seg.size > 0 and (
+                seg.size > cfg.segment_bytes - size
+                or seg.time_waited_for_roll(now_ms, max_ts) > cfg.segment_ms - seg.roll_jitter_ms
+                or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET):
+            return self.roll(now_ms)
+        return seg
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        old = self._active
+        if old.size == 0:
+            return old
+        old.on_become_inactive()
+        new = self._new_segment(self._leo, self._now_ms() if now_ms is None else now_ms)
+        self._publish([*self._view[0], new])
+        return new
+
+    def maybe_flush(self, now_ms: int | None = None) -> None:
+        """flush.ms check for a periodic timer (appends check it too)."""
+        now_ms = self._now_ms() if now_ms is None else now_ms
+        if self._unflushed and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush, and the directory."""
+        for seg in self._unflushed:
+            seg.flush()
+        if self._unflushed:
+            fsync_dir(self.dir)
+        self._unflushed = []
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now_ms()
+
+    # ---------------------------------------------------------------- reads (thread-safe)
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """Whole batches starting with the one containing `offset`, from one segment only, up to
+        `max_bytes` (the first batch is returned whole even if larger) and before `max_offset`."""
+        leo = self._leo
+        if offset < self._log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} not in [{self._log_start_offset}, {leo}] for {self.dir.name}")
+        if offset == leo:
+            return b""
+        segments, bases = self._view
+        i = bisect_right(bases, offset) - 1
+        if i < 0:
+            raise OffsetOutOfRangeError(f"offset {offset} was deleted from {self.dir.name}")
+        for seg in segments[i:]:
+            limit = seg.size
+            found = seg.find_batch(offset, limit)
+            if found is not None:
+                pos, header = found
+                if max_offset is not None and header.base_offset >= max_offset:
+                    return b""
+                return seg.read_batches(pos, header.size, max_bytes, limit, max_offset)
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record at/after the log start with timestamp >= `timestamp`."""
+        start = self._log_start_offset
+        for seg in self._view[0]:
+            if seg.next_offset <= start or seg.max_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(offset, timestamp) of the first record carrying the largest timestamp; (-1, -1) if none."""
+        best: LogSegment | None = None
+        for seg in self._view[0]:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        return best.exact_max_timestamp() if best is not None else (-1, -1)
+
+    # ---------------------------------------------------------------- deletion
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset to `offset` (HIGH_WATERMARK = -1 means the high
+        watermark), delete segments wholly below it, return the new log start offset."""
+        if offset == HIGH_WATERMARK:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete before {offset}: high watermark is {self.high_watermark}")
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._write_log_start_offset()
+        self._purge_graveyard(self._now_ms())
+        self._delete_oldest(lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset)
+        return self._log_start_offset
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole oldest segments breaching retention.ms / retention.bytes (cleanup.policy
+        delete) or the log start offset; returns how many segments were deleted."""
+        now_ms = self._now_ms() if now_ms is None else now_ms
+        self._purge_graveyard(now_ms)
+        cfg = self._config
+        deleted = 0
+        if cfg.delete_enabled and cfg.retention_ms >= 0:
+            deleted += self._delete_oldest(
+                lambda seg, nxt: now_ms - seg.largest_timestamp > cfg.retention_ms, now_ms)
+        if cfg.delete_enabled and cfg.retention_bytes >= 0:
+            excess = self.size_bytes - cfg.retention_bytes
+
+            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                nonlocal excess
+                if excess - seg.size >= 0:
+                    excess -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_oldest(over_size, now_ms)
+        deleted += self._delete_oldest(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset, now_ms)
+        return deleted
+
+    def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
+                       now_ms: int | None = None) -> int:
+        """Delete the longest prefix of segments satisfying `predicate` (Kafka deletableSegments):
+        never an empty active segment; a non-empty active one is rolled first, then deleted."""
+        now_ms = self._now_ms() if now_ms is None else now_ms
+        segments = list(self._view[0])
+        doomed: list[LogSegment] = []
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if nxt is None and seg.size == 0:
+                break
+            if self.high_watermark < upper or not predicate(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if len(doomed) == len(segments):
+            self.roll(now_ms)
+            segments = list(self._view[0])
+        remaining = segments[len(doomed):]
+        if remaining[0].base_offset > self._log_start_offset:
+            self._log_start_offset = remaining[0].base_offset
+        self._publish(remaining)
+        delay = self._config.file_delete_delay_ms
+        for seg in doomed:
+            log.info("deleting segment %s", seg.log_path)
+            seg.unlink()
+            if seg in self._unflushed:
+                self._unflushed.remove(seg)
+            self._graveyard.append((now_ms + delay, seg))
+        return len(doomed)
+
+    def _purge_graveyard(self, now_ms: int) -> None:
+        """Close descriptors of deleted segments once file.delete.delay.ms has passed."""
+        keep = []
+        for deadline, seg in self._graveyard:
+            if deadline <= now_ms:
+                seg.close()
+            else:
+                keep.append((deadline, seg))
+        self._graveyard = keep
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Close every file (no fsync: call flush() first for durability against power loss)."""
+        for seg in self._view[0]:
+            seg.close()
+        for _deadline, seg in self._graveyard:
+            seg.close()
+        self._graveyard = []
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.dir.name}, start={self._log_start_offset}, leo={self._leo}, "
+                f"segments={len(self._view[0])})")
