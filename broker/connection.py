@@ -11,6 +11,7 @@ import struct
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from ..protocol.codec import decode_body
 from ..protocol.headers import API_VERSIONS_KEY, HeaderError, body_offset, encode_response_frame, peek_header
 from .context import RequestContext
 from .registry import HANDLERS
@@ -91,7 +92,7 @@ class Connection:
         flexible = spec.flexible(version)
         try:
             start = body_offset(frame, flexible)
-            request = spec.request_class.decode(memoryview(frame)[start:], version=version)
+            request = decode_body(spec.request_class, memoryview(frame)[start:], version)
         except Exception as exc:  # any decode failure of untrusted bytes
             raise CloseConnection(f"undecodable {spec.request_class.__name__} v{version}: {exc!r}") from None
         ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer)

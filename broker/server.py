@@ -39,7 +39,7 @@ class Broker:
         log.info("minikafka %s ready in %.0f ms: node %d, cluster %s, data dir %s, advertised %s:%d",
                  __version__, (time.monotonic() - t0) * 1000, self.config.node_id, self.state.cluster_id,
                  ",".join(str(d) for d in self.config.log_dirs), adv.host, adv.port)
-        self._periodic = asyncio.create_task(self._retention_loop())
+        self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.state is not None
@@ -61,6 +61,18 @@ class Broker:
             except Exception:
                 log.exception("retention pass failed")
 
+    async def _flush_loop(self) -> None:
+        """flush.ms for idle partitions (appends check it themselves); Kafka's flush scheduler."""
+        while True:
+            await asyncio.sleep(1.0)
+            assert self.state is not None
+            now = int(time.time() * 1000)
+            for plog in self.state.logs.logs():
+                try:
+                    plog.maybe_flush(now)
+                except Exception:
+                    log.exception("flush of %s failed", plog)
+
     def request_stop(self) -> None:
         self._stopping.set()
 
@@ -72,7 +84,8 @@ class Broker:
         log.info("shutting down")
         for server in self._servers:
             server.close()
-        self._periodic.cancel()
+        for task in self._periodic:
+            task.cancel()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
