@@ -130,6 +130,13 @@ class BrokerConfig:
             self.log_config = self._log_config()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+        names = {l.name for l in self.listeners}
+        for adv in self.advertised_listeners:
+            if adv.name not in names:
+                raise ConfigError(f"advertised listener {adv.name} has no matching entry in listeners")
+            if adv.host in ("0.0.0.0", "::"):
+                raise ConfigError(f"advertised.listeners cannot use the nonroutable meta-address {adv.host}; "
+                                  "set advertised.listeners")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
 

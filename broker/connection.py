@@ -40,8 +40,10 @@ def unsupported_api_versions_frame(correlation_id: int) -> bytes:
 
 
 class Connection:
-    def __init__(self, state: BrokerState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, state: BrokerState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener: str = "PLAINTEXT") -> None:
         self.state = state
+        self.listener = listener
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
@@ -95,7 +97,7 @@ class Connection:
             request = decode_body(spec.request_class, memoryview(frame)[start:], version)
         except Exception as exc:  # any decode failure of untrusted bytes
             raise CloseConnection(f"undecodable {spec.request_class.__name__} v{version}: {exc!r}") from None
-        ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer)
+        ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer, self.listener)
         try:
             response = await spec.handler(ctx, request)
         except CloseConnection:

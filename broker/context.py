@@ -15,3 +15,4 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    listener: str = "PLAINTEXT"

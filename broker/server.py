@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import time
@@ -29,11 +30,13 @@ class Broker:
         self.state = BrokerState(self.config)
         self.state.load()
         for listener in self.config.listeners:
-            server = await asyncio.start_server(self._on_connect, listener.host or None, listener.port,
+            server = await asyncio.start_server(functools.partial(self._on_connect, listener.name),
+                                                listener.host or None, listener.port,
                                                 reuse_address=True, limit=1 << 20)
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound_ports.append(port)
+            self.state.set_bound_port(listener, port)
             log.info("listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0", port)
         adv = self.state.advertised
         log.info("minikafka %s ready in %.0f ms: node %d, cluster %s, data dir %s, advertised %s:%d",
@@ -41,13 +44,13 @@ class Broker:
                  ",".join(str(d) for d in self.config.log_dirs), adv.host, adv.port)
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connect(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.state is not None
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         try:
-            await Connection(self.state, reader, writer).run()
+            await Connection(self.state, reader, writer, listener).run()
         finally:
             self._connections.discard(task)
 

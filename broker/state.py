@@ -26,8 +26,21 @@ class BrokerState:
         self.logs = LogManager(config.log_dirs, config.log_config)
         self.catalog = TopicCatalog(self.logs, config.log_config, config.log_dirs[0], self._hook_log)
         self.producer_ids = ProducerIdManager(config.log_dirs[0] / "producer_id_block")
+        self._advertised: dict[str, Listener] = {l.name: l for l in config.advertised_listeners}
         self.advertised: Listener = config.advertised_listeners[0]
         self.started_at = time.time()
+
+    def advertised_for(self, listener_name: str) -> Listener:
+        """The address clients of `listener_name` are told to use (Kafka matches listener names)."""
+        return self._advertised.get(listener_name, self.advertised)
+
+    def set_bound_port(self, listener: Listener, port: int) -> None:
+        """Port 0 listeners: advertise the port actually bound unless advertised explicitly."""
+        adv = self._advertised.get(listener.name)
+        if adv is not None and adv.port == 0:
+            self._advertised[listener.name] = Listener(adv.name, adv.host, port)
+            if self.advertised.name == listener.name:
+                self.advertised = self._advertised[listener.name]
 
     def load(self) -> None:
         self.logs.load()

@@ -13,7 +13,7 @@ BROKERS_ENDPOINT = 1
 @handles(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
 async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     state = ctx.broker
-    adv = state.advertised
+    adv = state.advertised_for(ctx.listener)
     endpoint_type = req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT
     if endpoint_type != BROKERS_ENDPOINT:
         return DescribeClusterResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,

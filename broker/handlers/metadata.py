@@ -58,7 +58,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                               else error_entry(ke.UnknownTopicIdError.errno, None, t.topic_id))
             else:
                 topics.append(resolve(state, t.name, auto_create))
-    adv = state.advertised
+    adv = state.advertised_for(ctx.listener)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=state.node_id, host=adv.host, port=adv.port,
                                                         rack=None)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
