@@ -3,7 +3,7 @@
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: run test setup setup-test bench clean
+.PHONY: run test setup setup-test bench clean kafka-lab kafka-lab-run
 
 setup:
 	scripts/setup.sh
@@ -14,8 +14,15 @@ setup-test:
 run: setup
 	$(VENV)/bin/minikafka serve --config config/server.properties
 
-test: setup-test
+test: setup-test kafka-lab
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# Apache Kafka (KRaft, one node) from Maven Central jars, cached in ~/.cache/minikafka: the oracle.
+kafka-lab:
+	python3 scripts/apache_kafka.py fetch
+
+kafka-lab-run: kafka-lab
+	python3 scripts/apache_kafka.py run --port 9192
 
 bench: setup-test
 	$(VENV)/bin/python -m bench.run_all
