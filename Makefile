@@ -24,7 +24,8 @@ kafka-lab:
 kafka-lab-run: kafka-lab
 	python3 scripts/apache_kafka.py run --port 9192
 
-bench: setup-test
+bench: setup-test kafka-lab
+	$(VENV)/bin/pip install -q -e '.[test,bench]'
 	$(VENV)/bin/python -m bench.run_all
 
 clean:

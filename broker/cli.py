@@ -53,11 +53,13 @@ def cmd_topics(args: argparse.Namespace) -> int:
         elif args.action == "describe":
             names = [args.topic] if args.topic else None
             for t in admin.describe_topics(names):
+                # kafka-python 3 returns the MetadataResponse topic as a dict with schema field names
                 parts = t["partitions"]
-                print(f"Topic: {t['topic']}\tPartitionCount: {len(parts)}\tInternal: {t.get('is_internal', False)}")
-                for p in sorted(parts, key=lambda p: p["partition"]):
-                    print(f"\tPartition: {p['partition']}\tLeader: {p['leader']}\tReplicas: {p['replicas']}"
-                          f"\tIsr: {p['isr']}")
+                print(f"Topic: {t['name']}\tTopicId: {t.get('topic_id')}\tPartitionCount: {len(parts)}"
+                      f"\tInternal: {t.get('is_internal', False)}")
+                for p in sorted(parts, key=lambda p: p["partition_index"]):
+                    print(f"\tPartition: {p['partition_index']}\tLeader: {p['leader_id']}"
+                          f"\tReplicas: {p['replica_nodes']}\tIsr: {p['isr_nodes']}")
     finally:
         admin.close()
     return 0

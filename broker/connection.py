@@ -75,6 +75,8 @@ class Connection:
             log.warning("closing connection %s: %s", self.peer, exc)
         except ConnectionError:
             pass
+        except asyncio.CancelledError:
+            pass  # broker shutdown: close quietly, like Kafka (an in-flight request gets no answer)
         finally:
             self.writer.close()
 

@@ -124,7 +124,7 @@ def _cleanup_policy(key: str, raw: str) -> str:
     items = [item.strip() for item in raw.split(",") if item.strip()]
     if not items or any(item not in ("delete", "compact") for item in items):
         raise InvalidConfigError(key, f"value {raw!r} must be a list of delete, compact")
-    return ",".join(sorted(set(items), key=("compact", "delete").index))
+    return ",".join(dict.fromkeys(items))  # order as given (Kafka shows the list as set), no repeats
 
 
 def _num(value: Any) -> str:

@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     configs,
     delete_records,
     fetch,
+    find_coordinator,
     init_producer_id,
     list_offsets,
     metadata,

@@ -103,7 +103,8 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
                                    results=[_describe_one(ctx.broker, r, req.include_synonyms) for r in req.resources])
 
 
-def _apply_incremental(current: dict[str, str], changes) -> dict[str, str]:
+def _apply_incremental(current: dict[str, str], effective: dict[str, str], changes) -> dict[str, str]:
+    """New overrides after SET/DELETE/APPEND/SUBTRACT; list ops start from the effective value (as Kafka)."""
     updated = dict(current)
     for c in changes:
         if c.config_operation == SET:
@@ -115,8 +116,8 @@ def _apply_incremental(current: dict[str, str], changes) -> dict[str, str]:
         elif c.config_operation in (APPEND, SUBTRACT):
             if _TYPES.get(c.name) != TYPE_LIST:
                 raise ValueError(f"Config value append/subtract is not allowed for config key {c.name}")
-            base = updated.get(c.name) or ""
-            items = [x for x in base.split(",") if x] if c.name in updated else []
+            base = updated[c.name] if c.name in updated else effective.get(c.name, "")
+            items = [x for x in base.split(",") if x]
             values = [x for x in (c.value or "").split(",") if x]
             if c.config_operation == APPEND:
                 items += [v for v in values if v not in items]
@@ -157,7 +158,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
         else:
             info = state.catalog.get(r.resource_name)
             try:
-                updated = _apply_incremental(info.configs if info else {}, r.configs)
+                overrides = info.configs if info else {}
+                effective = LogConfig.from_props(overrides, state.config.log_config).to_props()
+                updated = _apply_incremental(overrides, effective, r.configs)
                 code, msg = _alter_topic(state, r.resource_name, updated, req.validate_only)
             except ValueError as exc:
                 code, msg = ke.InvalidConfigurationError.errno, str(exc)

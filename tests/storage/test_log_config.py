@@ -25,7 +25,7 @@ def test_from_props_overrides_base():
                                 "message.timestamp.type": "LogAppendTime",
                                 "unclean.leader.election.enable": "TRUE"}, base)
     assert cfg.segment_bytes == 1024 and cfg.retention_ms == 1000
-    assert cfg.cleanup_policy == "compact,delete" and cfg.delete_enabled and cfg.compact_enabled
+    assert cfg.cleanup_policy == "delete,compact" and cfg.delete_enabled and cfg.compact_enabled
     assert cfg.log_append_time and cfg.unclean_leader_election_enable
     assert LogConfig.from_props(cfg.to_props()) == cfg
 

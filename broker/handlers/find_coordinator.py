@@ -1,0 +1,35 @@
+"""FindCoordinator: this broker coordinates every group and transactional id.
+
+Advertised from the core on because clients key features on it (librdkafka enables LZ4 only when
+the broker lists FindCoordinator). The coordinators behind it arrive with the group and
+transaction issues; until then their APIs are not advertised.
+"""
+from __future__ import annotations
+
+import kafka.errors as ke
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+from ..context import RequestContext
+from ..registry import handles
+
+GROUP, TRANSACTION = 0, 1
+Coordinator = FindCoordinatorResponse.Coordinator
+
+
+@handles(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6)
+async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    state = ctx.broker
+    adv = state.advertised_for(ctx.listener)
+    key_type = req.key_type if ctx.api_version >= 1 else GROUP
+    code, message = 0, None
+    if key_type not in (GROUP, TRANSACTION):
+        code, message = ke.InvalidRequestError.errno, f"unsupported coordinator key type {key_type}"
+    if ctx.api_version >= 4:
+        coordinators = [Coordinator(key=key, node_id=state.node_id if not code else -1,
+                                    host=adv.host if not code else "", port=adv.port if not code else -1,
+                                    error_code=code, error_message=message)
+                        for key in req.coordinator_keys]
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                   node_id=state.node_id if not code else -1, host=adv.host if not code else "",
+                                   port=adv.port if not code else -1)

@@ -1,0 +1,1 @@
+"""Project scripts (the Apache Kafka reference lab)."""
