@@ -10,8 +10,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
-from urllib.parse import urlsplit
+import re
 
+from ..storage.errors import InvalidConfigError
 from ..storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -93,13 +94,17 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)$")
+
+
 def parse_listeners(spec: str) -> list[Listener]:
+    """Kafka's NAME://host:port list; NAME may contain '_' (PLAINTEXT_HOST), host may be empty or [v6]."""
     out = []
     for item in filter(None, (s.strip() for s in spec.split(","))):
-        parts = urlsplit(item)
-        if not parts.scheme or parts.port is None:
+        m = _LISTENER.match(item)
+        if m is None or int(m.group(3)) > 65535:
             raise ConfigError(f"listener {item!r} is not NAME://host:port")
-        out.append(Listener(parts.scheme.upper(), parts.hostname or "", parts.port))
+        out.append(Listener(m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))))
     if not out:
         raise ConfigError("no listeners configured")
     return out
@@ -128,7 +133,7 @@ class BrokerConfig:
             self.offsets_topic_partitions = int(self.get("offsets.topic.num.partitions"))
             self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))
             self.log_config = self._log_config()
-        except ValueError as exc:
+        except (ValueError, InvalidConfigError) as exc:
             raise ConfigError(str(exc)) from exc
         names = {l.name for l in self.listeners}
         for adv in self.advertised_listeners:

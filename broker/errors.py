@@ -16,9 +16,11 @@ UNKNOWN_SERVER_ERROR = -1
 
 _MAPPING: list[tuple[type[BaseException], int]] = [
     (se.OffsetOutOfRangeError, ke.OffsetOutOfRangeError.errno),
+    (se.RecordBatchTooLargeError, ke.RecordListTooLargeError.errno),  # before its base class
     (se.RecordTooLargeError, ke.MessageSizeTooLargeError.errno),
     (record_batch.CorruptRecordError, ke.CorruptRecordError.errno),
     (record_batch.InvalidRecordError, ke.InvalidRecordError.errno),  # includes UnsupportedMagicError
+    (record_batch.UnsupportedCompressionError, 76),  # UNSUPPORTED_COMPRESSION_TYPE
     (se.InvalidConfigError, ke.InvalidConfigurationError.errno),
     (se.KafkaStorageError, ke.KafkaStorageError.errno),
     (tc.UnknownTopicError, ke.UnknownTopicOrPartitionError.errno),

@@ -82,6 +82,14 @@ class UnsupportedMagicError(InvalidRecordError):
     """Magic 0/1 (legacy message sets) are not stored by this broker."""
 
 
+class UnsupportedCompressionError(Exception):
+    """A codec the request version cannot carry (Kafka UNSUPPORTED_COMPRESSION_TYPE)."""
+
+
+ZSTD = 4
+ZSTD_MIN_PRODUCE_VERSION = 7
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
@@ -101,8 +109,9 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
 def validate_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
     """Validate every batch of a produce payload; return (position, header) per batch.
 
-    Checks, per batch: complete length, magic 2, CRC-32C, and for uncompressed batches that
-    lastOffsetDelta == recordCount - 1. Raises CorruptRecordError / InvalidRecordError.
+    Checks, per batch: complete length, magic 2, CRC-32C, and lastOffsetDelta == recordCount - 1
+    (clients always write dense batches; checked on the header, so compressed batches are not
+    inflated). Raises CorruptRecordError / InvalidRecordError.
     """
     out: list[tuple[int, BatchHeader]] = []
     view = memoryview(buf)
@@ -124,7 +133,7 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, Bat
             raise CorruptRecordError("record batch CRC mismatch")
         if header.record_count < 0 or header.last_offset_delta < 0:
             raise InvalidRecordError("negative record count or lastOffsetDelta")
-        if header.compression == 0 and header.last_offset_delta != header.record_count - 1:
+        if header.last_offset_delta != header.record_count - 1:
             raise InvalidRecordError(
                 f"lastOffsetDelta {header.last_offset_delta} does not match record count {header.record_count}")
         if header.record_count == 0 and not header.is_control:
@@ -149,3 +158,33 @@ def iter_headers(buf: bytes | bytearray | memoryview, start: int = 0) -> Iterato
             return
         yield pos, header
         pos += size
+
+
+def check_produce_payload(buf: bytes | bytearray | memoryview, produce_version: int) -> None:
+    """Kafka's ProduceRequest.validateRecords: exactly one v2 batch per partition, and no zstd before
+    Produce v7. Only batch sizes and attributes are read; full validation happens at append."""
+    view = memoryview(buf)
+    peek = peek_size(view, 0)
+    if peek is None:
+        raise CorruptRecordError("truncated batch header")
+    _, size, magic = peek
+    if magic != CURRENT_MAGIC:
+        raise UnsupportedMagicError(f"Produce requests with version {produce_version} are only allowed to "
+                                    "contain record batches with magic version 2")
+    if size < len(view):
+        raise InvalidRecordError(f"Produce requests with version {produce_version} are only allowed to "
+                                 "contain exactly one record batch per partition")
+    if len(view) > ATTRIBUTES_OFFSET + 1:
+        attributes = int.from_bytes(view[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big")
+        if attributes & COMPRESSION_MASK == ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
+            raise UnsupportedCompressionError(f"Produce requests with version {produce_version} are not "
+                                              "allowed to use ZStandard compression")
+
+
+def check_client_batch(header: BatchHeader) -> None:
+    """What only the broker itself may write (Kafka's LogValidator for AppendOrigin.CLIENT)."""
+    if header.is_control:
+        raise InvalidRecordError("Clients are not allowed to write control records")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(f"Invalid sequence number {header.base_sequence} in record batch with "
+                                 f"producerId {header.producer_id}")

@@ -21,9 +21,16 @@ import struct
 import time
 from bisect import bisect_right
 from pathlib import Path
+from enum import Enum
 from typing import Callable, NamedTuple
 
-from minikafka.protocol.record_batch import TIMESTAMP_TYPE_MASK, compute_crc, patch_base_offset, validate_batches
+from minikafka.protocol.record_batch import (
+    TIMESTAMP_TYPE_MASK,
+    check_client_batch,
+    compute_crc,
+    patch_base_offset,
+    validate_batches,
+)
 from minikafka.storage.batch_io import MAX_RELATIVE_OFFSET
 from minikafka.storage.errors import (
     KafkaStorageError,
@@ -45,6 +52,14 @@ _EPOCH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
+
+
+class AppendOrigin(Enum):
+    """Who writes decides what is checked (Kafka's AppendOrigin): clients may not write control
+    batches or idempotent batches without a sequence; the broker's own writers (markers, coordinator
+    state) may."""
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 class AppendInfo(NamedTuple):
@@ -190,7 +205,8 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- append
 
-    def append(self, records: bytes | bytearray, *, leader_epoch: int | None = None) -> AppendInfo:
+    def append(self, records: bytes | bytearray, *, leader_epoch: int | None = None,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Validate, assign offsets (per batch, patching the copy), roll if needed, write, index.
 
         Raises CorruptRecordError / InvalidRecordError / UnsupportedMagicError from validation,
@@ -200,6 +216,8 @@ class PartitionLog:
         cfg = self._config
         headers = validate_batches(records)
         for _pos, header in headers:
+            if origin is AppendOrigin.CLIENT:
+                check_client_batch(header)
             if header.size > cfg.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")

@@ -1,4 +1,11 @@
-"""Shared fixtures: a real minikafka broker in a subprocess on a free loopback port, temp data dir."""
+"""Shared fixtures: the broker under test, started as a real process on a free loopback port.
+
+`--broker=minikafka` (default) starts minikafka subprocesses; `--broker=kafka` runs the same
+black-box tests against a real Apache Kafka from the reference lab (scripts/apache_kafka.py);
+`--broker=HOST:PORT` uses a broker that is already running. Against anything but minikafka, tests
+that need minikafka's internals (marker `minikafka_only`, or the `broker_factory` fixture, which
+restarts/kills/reconfigures the broker) are deselected, and reported as such.
+"""
 from __future__ import annotations
 
 import os
@@ -84,6 +91,59 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
+def pytest_addoption(parser):
+    parser.addoption("--broker", default=os.environ.get("MINIKAFKA_TEST_BROKER", "minikafka"),
+                     help="broker under test: minikafka (default), kafka (Apache Kafka reference lab) or HOST:PORT")
+
+
+def broker_kind(config) -> str:
+    return config.getoption("--broker")
+
+
+def pytest_collection_modifyitems(config, items):
+    if broker_kind(config) == "minikafka":
+        return
+    keep, drop = [], []
+    for item in items:
+        internal = item.get_closest_marker("minikafka_only") or "broker_factory" in getattr(item, "fixturenames", ())
+        (drop if internal else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+class ExternalBroker:
+    """A broker this test run did not start: only its address is known."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def alive(self) -> bool:
+        return True
+
+    def log_text(self) -> str:
+        return ""
+
+
+@pytest.fixture(scope="session")
+def _reference_kafka(request):
+    """One Apache Kafka for the whole run (tests use distinct topic names)."""
+    sys.path.insert(0, str(ROOT))
+    from scripts.apache_kafka import KafkaBroker
+    kb = KafkaBroker().start(timeout=120)
+    yield kb
+    kb.stop()
+    kb.cleanup()
+
+
+def _other_broker(request):
+    kind = broker_kind(request.config)
+    if kind == "kafka":
+        kb = request.getfixturevalue("_reference_kafka")
+        return ExternalBroker(kb.bootstrap)
+    return ExternalBroker(kind)
+
+
 @pytest.fixture
 def broker_factory(tmp_path):
     started: list[BrokerProcess] = []
@@ -102,13 +162,19 @@ def broker_factory(tmp_path):
 
 
 @pytest.fixture
-def broker(broker_factory) -> BrokerProcess:
-    return broker_factory()
+def broker(request):
+    """A fresh minikafka per test, or the --broker under test."""
+    if broker_kind(request.config) != "minikafka":
+        return _other_broker(request)
+    return request.getfixturevalue("broker_factory")()
 
 
 @pytest.fixture(scope="module")
-def shared_broker(tmp_path_factory):
+def shared_broker(request, tmp_path_factory):
     """One broker for a whole module (tests must use distinct topic names)."""
+    if broker_kind(request.config) != "minikafka":
+        yield _other_broker(request)
+        return
     d = tmp_path_factory.mktemp("shared") / "data"
     d.mkdir()
     b = BrokerProcess(d).start()

@@ -304,6 +304,8 @@ def wait_broker_connections_closed(broker, timeout: float = 5.0) -> bool:
         if hasattr(sys, name):
             setattr(sys, name, None)
     gc.collect()  # clients dropped by the tests close their sockets when collected
+    if not hasattr(broker, "proc"):
+        return True  # not a minikafka subprocess we started (--broker=kafka|host:port)
     proc = psutil.Process(broker.proc.pid)
 
     def quiet() -> bool:
@@ -314,3 +316,14 @@ def wait_broker_connections_closed(broker, timeout: float = 5.0) -> bool:
         return True
     except AssertionError:
         return False
+
+
+def wait_topic_ready(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Until ListOffsets answers for every partition: Apache Kafka elects leaders asynchronously after
+    CreateTopics returns (minikafka is ready at once). Tests that must not lose acks=0 data use it."""
+    def ready() -> bool:
+        try:
+            return all(confluent_watermarks(bootstrap, topic, p)[1] >= 0 for p in range(partitions))
+        except Exception:
+            return False
+    wait_until(ready, timeout=timeout, interval=0.1, what=f"{topic}: leaders for {partitions} partitions")

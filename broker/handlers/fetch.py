@@ -41,7 +41,7 @@ def _partition_error(p: int, code: int, plog: PartitionLog | None = None) -> Par
     start = plog.log_start_offset if plog is not None else -1
     return PartitionData(partition_index=p, error_code=code, high_watermark=hw, last_stable_offset=lso,
                          log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1,
-                         records=None)
+                         records=b"")
 
 
 async def _read(plog: PartitionLog, offset: int, max_bytes: int, max_offset: int | None) -> bytes:

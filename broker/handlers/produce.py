@@ -4,6 +4,7 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from ...protocol.record_batch import check_produce_payload
 from ..context import RequestContext
 from ..errors import error_code, error_message
 from ..registry import handles
@@ -21,7 +22,7 @@ def _error(index: int, code: int, message: str | None = None) -> PartitionRespon
 
 
 def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
-                      acks: int) -> PartitionResponse:
+                      acks: int, version: int) -> PartitionResponse:
     if acks not in VALID_ACKS:
         return _error(index, ke.InvalidRequiredAcksError.errno)
     if topic is None:
@@ -34,6 +35,7 @@ def produce_partition(state: BrokerState, topic: str | None, index: int, records
     if not records:
         return _error(index, ke.InvalidRecordError.errno, "empty record set")
     try:
+        check_produce_payload(records, version)
         info = plog.append(records, leader_epoch=LEADER_EPOCH)
     except Exception as exc:
         return _error(index, error_code(exc), error_message(exc))
@@ -49,7 +51,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     responses = []
     for topic in req.topic_data:
         name = topic_name_for_id(state, topic.topic_id) if by_id else topic.name
-        parts = [produce_partition(state, name, p.index, p.records, req.acks) for p in topic.partition_data]
+        parts = [produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version) for p in topic.partition_data]
         if by_id:
             responses.append(TopicResponse(topic_id=topic.topic_id, partition_responses=parts))
         else:

@@ -11,6 +11,7 @@ from tests.helpers import (
     metadata_raw,
     produce_request,
     wait_broker_connections_closed,
+    wait_topic_ready,
     wait_until,
 )
 
@@ -29,6 +30,7 @@ def _create(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+    wait_topic_ready(bootstrap, topic, partitions)
 
 
 def _values(tag: str) -> dict[int, list[bytes]]:
