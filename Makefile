@@ -14,8 +14,11 @@ setup-test:
 run: setup
 	$(VENV)/bin/minikafka serve --config config/server.properties
 
+# The whole suite against minikafka, then the black-box suites again against Apache Kafka (the
+# oracle): every semantic test must hold for both. Tests of minikafka internals are deselected there.
 test: setup-test kafka-lab
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --broker=kafka tests/integration $(PYTEST_ARGS)
 
 # Apache Kafka (KRaft, one node) from Maven Central jars, cached in ~/.cache/minikafka: the oracle.
 kafka-lab:

@@ -19,8 +19,15 @@ if [ ! -f "$STAMP" ]; then
   fi
   touch "$STAMP"
 fi
-if [ "${1:-}" = "test" ] && ! command -v kcat >/dev/null 2>&1; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null
+if [ "${1:-}" = "test" ]; then
+  # Debian packages the tests need: kcat, and a JDK + Maven for the Apache Kafka reference lab.
+  missing=""
+  command -v kcat >/dev/null 2>&1 || missing="$missing kcat"
+  command -v java >/dev/null 2>&1 || missing="$missing openjdk-17-jdk-headless"
+  command -v mvn >/dev/null 2>&1 || missing="$missing maven"
+  if [ -n "$missing" ]; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+  fi
 fi

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import kafka.errors as ke
 import pytest
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -30,6 +31,7 @@ from tests.helpers import (
     metadata_raw,
     produce_raw,
     wait_broker_connections_closed,
+    wait_topic_ready,
     wait_until,
 )
 
@@ -72,7 +74,15 @@ def partition_count(bootstrap: str, topic: str) -> int:
 def describe(admin: AdminClient, topic: str) -> dict[str, tuple[str, int]]:
     """name -> (value, source) for a topic's configs."""
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    entries = admin.describe_configs([res])[res].result(timeout=TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # Apache Kafka may not know a just-created topic yet (metadata propagates async)
+        try:
+            entries = admin.describe_configs([res])[res].result(timeout=TIMEOUT)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     return {name: (e.value, getattr(e.source, "value", e.source)) for name, e in entries.items()}
 
 
@@ -202,6 +212,7 @@ def test_create_partitions_increase_and_decrease(shared_broker):
     assert error_of(admin.create_partitions([NewPartitions(topic, 5)])[topic]) == 0
     # Apache Kafka propagates metadata asynchronously even on one node; minikafka at once
     wait_until(lambda: partition_count(bootstrap, topic) == 5, timeout=TIMEOUT, what="5 partitions in metadata")
+    wait_topic_ready(bootstrap, topic, 5)
     with RawClient(bootstrap) as client:
         p = produce_raw(client, topic, build_batch([b"new partition"]), partition=4)
         assert (p.error_code, p.base_offset) == (0, 0)

@@ -171,6 +171,7 @@ def test_console_producer_and_consumer_against_minikafka(broker):
     assert f"Processed a total of {len(lines)} messages" in res.stderr, out
 
 
+@pytest.mark.minikafka_only  # reads minikafka's segment files
 def test_dump_log_segments_decodes_minikafka_files(broker):
     b = broker.bootstrap
     tool("kafka-topics", "--bootstrap-server", b, "--create", "--topic", "dump", "--partitions", "1")
