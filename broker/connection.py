@@ -12,7 +12,14 @@ import struct
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from ..protocol.codec import decode_body
-from ..protocol.headers import API_VERSIONS_KEY, HeaderError, body_offset, encode_response_frame, peek_header
+from ..protocol.headers import (
+    API_VERSIONS_KEY,
+    HeaderError,
+    body_offset,
+    encode_response_frame,
+    encode_response_prefix,
+    peek_header,
+)
 from .context import RequestContext
 from .registry import HANDLERS
 from .state import BrokerState
@@ -68,7 +75,7 @@ class Connection:
                     return
                 response = await self.dispatch(frame)
                 if response is not None:
-                    self.writer.write(response)
+                    self.writer.writelines(response)
                     if self.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
                         await self.writer.drain()
         except CloseConnection as exc:
@@ -80,7 +87,8 @@ class Connection:
         finally:
             self.writer.close()
 
-    async def dispatch(self, frame: bytes) -> bytes | None:
+    async def dispatch(self, frame: bytes) -> tuple[bytes | bytearray, ...] | None:
+        """The response frame as buffers to write in order, or None when no response is due."""
         try:
             header = peek_header(frame)
         except HeaderError as exc:
@@ -91,7 +99,7 @@ class Connection:
         version = header.api_version
         if not spec.min_version <= version <= spec.max_version:
             if header.api_key == API_VERSIONS_KEY:
-                return unsupported_api_versions_frame(header.correlation_id)
+                return (unsupported_api_versions_frame(header.correlation_id),)
             raise CloseConnection(f"unsupported version {version} of API key {header.api_key}")
         flexible = spec.flexible(version)
         try:
@@ -110,5 +118,6 @@ class Connection:
         if response is None:
             return None
         body = response.encode(version=version)
-        return encode_response_frame(header.correlation_id, body,
-                                     flexible_header=flexible and header.api_key != API_VERSIONS_KEY)
+        # prefix and body go out as two buffers: a large Fetch body is not copied again
+        return (encode_response_prefix(header.correlation_id, len(body),
+                                       flexible and header.api_key != API_VERSIONS_KEY), body)

@@ -71,6 +71,13 @@ def body_offset(frame: bytes | memoryview, flexible: bool) -> int:
     return pos
 
 
+def encode_response_prefix(correlation_id: int, body_size: int, flexible_header: bool) -> bytes:
+    """size int32 + response header, to be written just before a body of `body_size` bytes."""
+    if flexible_header:
+        return _SIZE_CORR.pack(body_size + 5, correlation_id) + b"\x00"
+    return _SIZE_CORR.pack(body_size + 4, correlation_id)
+
+
 def encode_response_frame(correlation_id: int, body: bytes | bytearray, flexible_header: bool) -> bytes:
     """size int32 + response header + body, as one bytes object."""
     if flexible_header:
