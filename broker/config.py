@@ -176,7 +176,8 @@ class BrokerConfig:
         }
         if self.get("log.flush.interval.ms"):
             topic_props["flush.ms"] = self.get("log.flush.interval.ms")
-        return LogConfig.from_props(topic_props, LogConfig())
+        base = LogConfig(producer_id_expiration_ms=int(self.get("producer.id.expiration.ms")))
+        return LogConfig.from_props(topic_props, base)
 
     def _retention_ms(self) -> str:
         value = self._first(("log.retention.ms", 1), ("log.retention.minutes", 60_000),

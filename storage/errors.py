@@ -16,6 +16,10 @@ __all__ = [
     "RecordBatchTooLargeError",
     "InvalidConfigError",
     "KafkaStorageError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "CorruptSnapshotError",
 ]
 
 
@@ -42,3 +46,19 @@ class InvalidConfigError(Exception):
 
 class KafkaStorageError(Exception):
     """An I/O failure or an inconsistent on-disk state (KAFKA_STORAGE_ERROR)."""
+
+
+class OutOfOrderSequenceError(Exception):
+    """An idempotent batch's sequence does not follow the producer's last one (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class InvalidProducerEpochError(Exception):
+    """A batch carries an epoch older than the producer's current one (INVALID_PRODUCER_EPOCH)."""
+
+
+class InvalidTxnStateError(Exception):
+    """A non-transactional batch from a producer with an ongoing transaction (INVALID_TXN_STATE)."""
+
+
+class CorruptSnapshotError(Exception):
+    """A producer-state snapshot file fails its version, CRC or length check (skipped on load)."""

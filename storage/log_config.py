@@ -32,6 +32,8 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
     segment_jitter_ms: int = 0
     file_delete_delay_ms: int = 60000
+    # Broker-level producer.id.expiration.ms (not a topic config: absent from the keys below).
+    producer_id_expiration_ms: int = 86400000
     # Accepted and reported (DescribeConfigs) so stock tools can set them; storage ignores them.
     compression_type: str = "producer"
     delete_retention_ms: int = 86400000

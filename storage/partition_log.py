@@ -21,7 +21,6 @@ import struct
 import time
 from bisect import bisect_right
 from pathlib import Path
-from enum import Enum
 from typing import Callable, NamedTuple
 
 from minikafka.protocol.record_batch import (
@@ -40,6 +39,7 @@ from minikafka.storage.errors import (
 )
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.partition_metadata import atomic_write, fsync_dir, read_partition_metadata
+from minikafka.storage.producer_state import AppendOrigin, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager
 from minikafka.storage.segment import SEGMENT_SUFFIXES, BatchInfo, LogSegment, segment_name
 
 log = logging.getLogger(__name__)
@@ -52,14 +52,6 @@ _EPOCH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
-
-
-class AppendOrigin(Enum):
-    """Who writes decides what is checked (Kafka's AppendOrigin): clients may not write control
-    batches or idempotent batches without a sequence; the broker's own writers (markers, coordinator
-    state) may."""
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
 
 
 class AppendInfo(NamedTuple):
@@ -94,6 +86,9 @@ class PartitionLog:
         self._leo = 0
         self._load(clean_shutdown)
         self.topic_id: bytes | None = read_partition_metadata(self.dir)
+        self._producers = ProducerStateManager(self.dir, config.producer_id_expiration_ms)
+        self.producer_state_replayed_batches = 0  # batches read to rebuild producer state on open
+        self._load_producer_state()
 
     # ---------------------------------------------------------------- properties
 
@@ -103,6 +98,7 @@ class PartitionLog:
 
     def update_config(self, config: LogConfig) -> None:
         self._config = config
+        self._producers.producer_id_expiration_ms = config.producer_id_expiration_ms
         self._active.index_interval_bytes = config.index_interval_bytes
 
     @property
@@ -203,6 +199,30 @@ class PartitionLog:
         text = f"0\n1\n{self.topic} {self.partition} {self._log_start_offset}\n"
         atomic_write(self.dir / LOG_START_OFFSET_FILE, text.encode())
 
+    def _load_producer_state(self) -> None:
+        """Newest valid snapshot at or below the LEO, then the batch headers after it (Kafka
+        loadProducerState); without a usable snapshot, the headers from the log start."""
+        t0 = time.monotonic()
+        ps = self._producers
+        ps.scan_snapshots()
+        snapshot = ps.load_latest_snapshot(self._log_start_offset, self._leo, self._now_ms())
+        start = ps.last_map_offset
+        replayed = 0
+        for seg in self._view[0]:
+            if seg.next_offset <= start:
+                continue
+            found = seg.find_batch(start) if start > seg.base_offset else None
+            for _pos, header in seg.iter_headers(found[0] if found else 0):
+                if header.last_offset >= start:
+                    ps.replay(header)
+                    replayed += 1
+        ps.update_map_end_offset(self._leo)
+        self.producer_state_replayed_batches = replayed
+        if snapshot is not None or replayed:
+            log.info("producer state of %s: %s, replayed %d batches from offset %d in %.0f ms (%d producer ids)",
+                     self.dir.name, f"snapshot at offset {snapshot}" if snapshot is not None else "no snapshot",
+                     replayed, start, (time.monotonic() - t0) * 1000, len(ps.producers))
+
     # ---------------------------------------------------------------- append
 
     def append(self, records: bytes | bytearray, *, leader_epoch: int | None = None,
@@ -230,6 +250,7 @@ class PartitionLog:
         first_offset = offset = self._leo
         batches: list[BatchInfo] = []
         max_ts = -1
+        producers: dict[int, ProducerAppendInfo] | None = None
         for pos, header in headers:
             patch_base_offset(buf, pos, offset)
             if leader_epoch is not None:
@@ -240,6 +261,13 @@ class PartitionLog:
                 _ATTRIBUTES.pack_into(buf, pos + 21, header.attributes | TIMESTAMP_TYPE_MASK)
                 _TIMESTAMP.pack_into(buf, pos + 35, now_ms)
                 _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
+            if header.producer_id >= 0:
+                if producers is None:
+                    producers = {}
+                duplicate = self._producers.prepare(header, offset, batch_ts, origin, producers)
+                if duplicate is not None:  # a retry: answer with the original offsets, append nothing
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                                      self._log_start_offset)
             last = offset + header.last_offset_delta
             batches.append(BatchInfo(pos, header.size, last, batch_ts))
             max_ts = max(max_ts, batch_ts)
@@ -248,6 +276,10 @@ class PartitionLog:
         segment = self._maybe_roll(len(buf), max_ts, last_offset, now_ms)
         segment.append(buf, batches)
         self._leo = offset
+        if producers:
+            for info in producers.values():
+                self._producers.update(info)
+        self._producers.last_map_offset = offset
         if not self._unflushed or self._unflushed[-1] is not segment:
             self._unflushed.append(segment)
         self._unflushed_messages += offset - first_offset
@@ -275,6 +307,7 @@ class PartitionLog:
         if old.size == 0:
             return old
         old.on_become_inactive()
+        self._producers.take_snapshot()  # at the new segment's base offset (the LEO)
         new = self._new_segment(self._leo, self._now_ms() if now_ms is None else now_ms)
         self._publish([*self._view[0], new])
         return new
@@ -339,6 +372,10 @@ class PartitionLog:
                 best = seg
         return best.exact_max_timestamp() if best is not None else (-1, -1)
 
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """Producer ids with state in this partition, by id (DescribeProducers)."""
+        return self._producers.active_producers()
+
     # ---------------------------------------------------------------- deletion
 
     def delete_records_before(self, offset: int) -> int:
@@ -379,6 +416,7 @@ class PartitionLog:
             deleted += self._delete_oldest(over_size, now_ms)
         deleted += self._delete_oldest(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset, now_ms)
+        self._producers.remove_expired(now_ms)  # producer.id.expiration.ms, checked on the same timer
         return deleted
 
     def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
@@ -405,6 +443,7 @@ class PartitionLog:
         if remaining[0].base_offset > self._log_start_offset:
             self._log_start_offset = remaining[0].base_offset
         self._publish(remaining)
+        self._producers.delete_snapshots_before(remaining[0].base_offset)
         delay = self._config.file_delete_delay_ms
         for seg in doomed:
             log.info("deleting segment %s", seg.log_path)
@@ -427,7 +466,10 @@ class PartitionLog:
     # ---------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
-        """Close every file (no fsync: call flush() first for durability against power loss)."""
+        """Snapshot the producer state at the LEO, close every file (no fsync of segments: call
+        flush() first for durability against power loss)."""
+        if self._view[0] and not self._active.deleted:
+            self._producers.take_snapshot()
         for seg in self._view[0]:
             seg.close()
         for _deadline, seg in self._graveyard:

@@ -1,0 +1,414 @@
+"""Per-partition producer state: epochs, sequence numbers and the last batches of every producer id.
+
+Modelled on Kafka's `ProducerStateManager` / `ProducerAppendInfo` / `ProducerStateEntry`:
+
+- **Validate, then commit.** `ProducerStateManager.prepare` checks one batch against the producer's
+  current entry and records the outcome in a `ProducerAppendInfo` (a pending copy); the partition log
+  appends the bytes and only then calls `update`, so a failed write never changes the state.
+- **Where an append comes from decides what is checked** (`AppendOrigin`): client batches get epoch and
+  sequence checks; coordinator writes (offset commits of transactional producers) get the epoch
+  check only; replay while loading the log checks nothing.
+- A retry of one of a producer's last `NUM_BATCHES_TO_RETAIN` batches (same epoch, same first and last
+  sequence) is a *duplicate*: the caller answers with the original offsets and appends nothing.
+- A producer id without state (never seen, or expired) is accepted at any sequence, as Kafka does
+  (`ProducerAppendInfo.checkSequence`); a new epoch must start at sequence 0; an older epoch is fenced.
+
+Snapshots use Kafka's file format, so `kafka-dump-log` can print them: `<20-digit offset>.snapshot`
+holding int16 version (1), uint32 CRC-32C of everything after it, and an int32-counted array of
+(producerId int64, epoch int16, lastSequence int32, lastOffset int64, offsetDelta int32,
+timestamp int64, coordinatorEpoch int32, currentTxnFirstOffset int64). Only a producer's last batch is
+kept in a snapshot (as in Kafka); replaying the log after the snapshot restores the rest.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from enum import Enum
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+import crc32c
+
+from minikafka.protocol.record_batch import BatchHeader
+from minikafka.storage.errors import (
+    CorruptSnapshotError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+)
+from minikafka.storage.partition_metadata import atomic_write
+
+log = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+INT32_MAX = 2**31 - 1
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEAD = struct.Struct(">hIi")  # version, crc, entry count
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+_CRC_START = 6  # the CRC covers the bytes after version + crc
+
+
+class AppendOrigin(Enum):
+    """Who writes decides what is checked (Kafka's AppendOrigin): clients may not write control
+    batches or idempotent batches without a sequence and get full producer-state validation; the
+    broker's own writers (markers, coordinator state) get the epoch check only; REPLICATION is the
+    replay of already-validated batches while loading the log."""
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+def increment_sequence(seq: int, increment: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: int32 sequences wrap from 2^31-1 to 0."""
+    if seq > INT32_MAX - increment:
+        return increment - (INT32_MAX - seq) - 1
+    return seq + increment
+
+
+def decrement_sequence(seq: int, decrement: int) -> int:
+    if seq < decrement:
+        return INT32_MAX - (decrement - seq) + 1
+    return seq - decrement
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def snapshot_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+class BatchMetadata(NamedTuple):
+    """One appended batch of a producer (Kafka's BatchMetadata)."""
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+class ProducerStateEntry:
+    """State of one producer id in one partition; `batches` holds the last 5, oldest first."""
+
+    __slots__ = ("producer_id", "producer_epoch", "coordinator_epoch", "last_timestamp",
+                 "current_txn_first_offset", "batches")
+
+    def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH, coordinator_epoch: int = -1,
+                 last_timestamp: int = NO_TIMESTAMP, current_txn_first_offset: int = -1,
+                 batches: list[BatchMetadata] | None = None) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset  # -1: no ongoing transaction
+        self.batches: list[BatchMetadata] = batches if batches is not None else []
+
+    def __repr__(self) -> str:
+        return (f"ProducerStateEntry(pid={self.producer_id}, epoch={self.producer_epoch}, "
+                f"coordinator_epoch={self.coordinator_epoch}, last_ts={self.last_timestamp}, "
+                f"txn_first={self.current_txn_first_offset}, batches={self.batches})")
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.batches
+
+    @property
+    def first_seq(self) -> int:
+        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.batches[-1].offset_delta if self.batches else 0
+
+    def maybe_update_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        self.maybe_update_epoch(epoch)
+        if len(self.batches) == NUM_BATCHES_TO_RETAIN:
+            del self.batches[0]
+        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def merge(self, pending: "ProducerStateEntry") -> None:
+        """Kafka's ProducerStateEntry.update: adopt a committed ProducerAppendInfo's entry."""
+        self.maybe_update_epoch(pending.producer_epoch)
+        for batch in pending.batches:
+            if len(self.batches) == NUM_BATCHES_TO_RETAIN:
+                del self.batches[0]
+            self.batches.append(batch)
+        self.coordinator_epoch = pending.coordinator_epoch
+        self.current_txn_first_offset = pending.current_txn_first_offset
+        self.last_timestamp = pending.last_timestamp
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.last_seq == last_seq and batch.first_seq == first_seq:
+                return batch
+        return None
+
+
+class ProducerAppendInfo:
+    """Validation of the batches one append brings for one producer id (Kafka's ProducerAppendInfo).
+
+    `current` is the committed entry (never modified here); `updated` starts as a copy of it without
+    batches and collects this append's batches. `ProducerStateManager.update` commits it.
+    """
+
+    __slots__ = ("producer_id", "current", "origin", "updated", "started_txn_first_offset")
+
+    def __init__(self, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin) -> None:
+        self.producer_id = producer_id
+        self.current = current
+        self.origin = origin
+        self.updated = ProducerStateEntry(producer_id, current.producer_epoch, current.coordinator_epoch,
+                                          current.last_timestamp, current.current_txn_first_offset)
+        self.started_txn_first_offset = -1
+
+    def _check_epoch(self, epoch: int, offset: int) -> None:
+        current = self.updated.producer_epoch
+        if epoch < current and self.origin is not AppendOrigin.REPLICATION:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {self.producer_id} at offset {offset} is {epoch}, which is smaller than "
+                f"the last seen epoch {current}")
+
+    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        updated = self.updated
+        if epoch != updated.producer_epoch:
+            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"Invalid sequence number for new epoch of producer {self.producer_id} at offset {offset}: "
+                    f"{epoch} (request epoch), {first_seq} (seq. number), {updated.producer_epoch} "
+                    "(current producer epoch)")
+            return
+        current = self.current
+        if updated.batches:
+            last_seq = updated.last_seq
+        elif epoch == current.producer_epoch:
+            last_seq = current.last_seq
+        else:
+            last_seq = NO_SEQUENCE
+        # No epoch at all (state expired or never seen): any sequence is accepted.
+        if current.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_seq, first_seq):
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {self.producer_id} at offset {offset}: "
+                f"{first_seq} (incoming seq. number), {last_seq} (current end sequence number)")
+
+    def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
+                          first_offset: int, last_offset: int, is_transactional: bool) -> None:
+        origin = self.origin
+        if origin is not AppendOrigin.REPLICATION:
+            self._check_epoch(epoch, first_offset)
+            if origin is AppendOrigin.CLIENT:
+                self._check_sequence(epoch, first_seq, first_offset)
+        updated = self.updated
+        updated.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
+        if updated.current_txn_first_offset >= 0:
+            if not is_transactional and origin is not AppendOrigin.REPLICATION:
+                raise InvalidTxnStateError(
+                    f"Expected transactional write from producer {self.producer_id} at offset {first_offset}")
+        elif is_transactional:
+            updated.current_txn_first_offset = first_offset
+            self.started_txn_first_offset = first_offset
+
+
+class ProducerStateManager:
+    """Producer entries of one partition, plus its snapshot files (Kafka's ProducerStateManager)."""
+
+    def __init__(self, directory: Path, producer_id_expiration_ms: int) -> None:
+        self.dir = Path(directory)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.snapshots: dict[int, Path] = {}
+        self.last_map_offset = 0  # the state reflects every batch below this offset
+        self.last_snap_offset = 0
+
+    # ---------------------------------------------------------------- validation / update
+
+    def prepare(self, header: BatchHeader, first_offset: int, timestamp: int, origin: AppendOrigin,
+                pending: dict[int, ProducerAppendInfo]) -> BatchMetadata | None:
+        """Check one batch (offsets already assigned) of producer `header.producer_id`.
+
+        Returns the original batch's metadata if the batch is a client retry of one of the producer's
+        last batches (append nothing), else None after recording the batch in `pending` (commit with
+        `update` once the bytes are written). Raises OutOfOrderSequenceError, InvalidProducerEpochError,
+        InvalidTxnStateError.
+        """
+        pid = header.producer_id
+        first_seq = header.base_sequence
+        last_seq = NO_SEQUENCE if first_seq < 0 else increment_sequence(first_seq, header.last_offset_delta)
+        current = self.producers.get(pid)
+        if current is not None and origin is AppendOrigin.CLIENT:
+            duplicate = current.find_duplicate(header.producer_epoch, first_seq, last_seq)
+            if duplicate is not None:
+                return duplicate
+        info = pending.get(pid)
+        if info is None:
+            info = pending[pid] = ProducerAppendInfo(
+                pid, current if current is not None else ProducerStateEntry(pid), origin)
+        info.append_data_batch(header.producer_epoch, first_seq, last_seq, timestamp, first_offset,
+                               first_offset + header.last_offset_delta, header.is_transactional)
+        return None
+
+    def update(self, info: ProducerAppendInfo) -> None:
+        """Commit a validated append."""
+        entry = self.producers.get(info.producer_id)
+        if entry is None:
+            self.producers[info.producer_id] = info.updated
+        else:
+            entry.merge(info.updated)
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.last_map_offset = offset
+
+    def replay(self, header: BatchHeader) -> None:
+        """Load one stored batch (no checks, header only). Control batches (transaction markers) are
+        left to the transactions work: they would end the producer's current transaction."""
+        pid = header.producer_id
+        if pid >= 0 and not header.is_control:
+            info = ProducerAppendInfo(pid, self.producers.get(pid) or ProducerStateEntry(pid), AppendOrigin.REPLICATION)
+            first_seq = header.base_sequence
+            last_seq = NO_SEQUENCE if first_seq < 0 else increment_sequence(first_seq, header.last_offset_delta)
+            info.append_data_batch(header.producer_epoch, first_seq, last_seq, header.max_timestamp,
+                                   header.base_offset, header.last_offset, header.is_transactional)
+            self.update(info)
+        self.last_map_offset = header.last_offset + 1
+
+    # ---------------------------------------------------------------- queries / expiry
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        return [self.producers[pid] for pid in sorted(self.producers)]
+
+    def is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+
+    def remove_expired(self, now_ms: int) -> int:
+        expired = [pid for pid, entry in self.producers.items() if self.is_expired(entry, now_ms)]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    # ---------------------------------------------------------------- snapshots
+
+    def scan_snapshots(self) -> None:
+        """Index the snapshot files of the directory."""
+        self.snapshots = {}
+        for path in self.dir.glob("*" + SNAPSHOT_SUFFIX):
+            stem = path.name[:-len(SNAPSHOT_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                self.snapshots[int(stem)] = path
+
+    def take_snapshot(self) -> Path | None:
+        """Write a snapshot at the map end offset if the state moved past the last one (Kafka
+        takeSnapshot). Expired producers are written too; loading filters them out."""
+        if self.last_map_offset <= self.last_snap_offset:
+            return None
+        path = self.dir / snapshot_name(self.last_map_offset)
+        try:
+            atomic_write(path, encode_snapshot(self.producers.values()))
+        except OSError as exc:  # a snapshot only saves replay time: never fail the caller for it
+            log.warning("could not write producer state snapshot %s: %s", path, exc)
+            return None
+        self.snapshots[self.last_map_offset] = path
+        self.last_snap_offset = self.last_map_offset
+        return path
+
+    def load_latest_snapshot(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int | None:
+        """Delete snapshots outside [log start, log end], load the newest valid one (corrupt ones are
+        deleted with a warning) and return its offset, or None (state starts empty at the log start)."""
+        self.producers = {}
+        for offset in sorted(self.snapshots):
+            if offset > log_end_offset or offset < log_start_offset:
+                self.delete_snapshot(offset)
+        for offset in sorted(self.snapshots, reverse=True):
+            path = self.snapshots[offset]
+            try:
+                entries = decode_snapshot(path.read_bytes())
+            except (OSError, CorruptSnapshotError) as exc:
+                log.warning("ignoring producer state snapshot %s: %s", path, exc)
+                self.delete_snapshot(offset)
+                continue
+            self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
+            self.last_map_offset = self.last_snap_offset = offset
+            return offset
+        self.last_map_offset = self.last_snap_offset = log_start_offset
+        return None
+
+    def delete_snapshot(self, offset: int) -> None:
+        path = self.snapshots.pop(offset, None)
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for snap in [o for o in self.snapshots if o < offset]:
+            self.delete_snapshot(snap)
+
+    def latest_snapshot_offset(self) -> int | None:
+        return max(self.snapshots) if self.snapshots else None
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    entries = list(entries)
+    body = bytearray(_SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, 0, len(entries)))
+    pack = _SNAPSHOT_ENTRY.pack
+    for e in entries:
+        body += pack(e.producer_id, e.producer_epoch, e.last_seq, e.last_data_offset, e.last_offset_delta,
+                     e.last_timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+    struct.pack_into(">I", body, 2, crc32c.crc32c(memoryview(body)[_CRC_START:]))
+    return bytes(body)
+
+
+def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """Parse a snapshot file; CorruptSnapshotError unless version, CRC and length all check out."""
+    if len(data) < _SNAPSHOT_HEAD.size:
+        raise CorruptSnapshotError(f"snapshot of {len(data)} bytes is truncated")
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"unknown snapshot version {version}")
+    computed = crc32c.crc32c(memoryview(data)[_CRC_START:])
+    if crc != computed:
+        raise CorruptSnapshotError(f"snapshot CRC mismatch: stored {crc}, computed {computed}")
+    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshotError(f"snapshot length {len(data)} does not fit {count} entries")
+    entries = []
+    for pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, txn_first in _SNAPSHOT_ENTRY.iter_unpack(
+            memoryview(data)[_SNAPSHOT_HEAD.size:]):
+        batches = [BatchMetadata(last_seq, last_offset, delta, ts)] if last_offset >= 0 else []
+        entries.append(ProducerStateEntry(pid, epoch, coord_epoch, ts, txn_first if txn_first >= 0 else -1, batches))
+    return entries
+
+
+__all__ = [
+    "AppendOrigin", "BatchMetadata", "ProducerAppendInfo", "ProducerStateEntry", "ProducerStateManager",
+    "NUM_BATCHES_TO_RETAIN", "decode_snapshot", "encode_snapshot", "increment_sequence", "decrement_sequence",
+    "snapshot_name",
+]
