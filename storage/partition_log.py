@@ -330,7 +330,7 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- reads (thread-safe)
 
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> bytes:
         """Whole batches starting with the one containing `offset`, from one segment only, up to
         `max_bytes` (the first batch is returned whole even if larger) and before `max_offset`."""
         leo = self._leo
@@ -350,6 +350,8 @@ class PartitionLog:
                 pos, header = found
                 if max_offset is not None and header.base_offset >= max_offset:
                     return b""
+                if not min_one and header.size > max_bytes:
+                    return b""  # only the first partition of a response may exceed the limit (KIP-74)
                 return seg.read_batches(pos, header.size, max_bytes, limit, max_offset)
         return b""
 

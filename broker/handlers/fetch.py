@@ -44,11 +44,11 @@ def _partition_error(p: int, code: int, plog: PartitionLog | None = None) -> Par
                          records=b"")
 
 
-async def _read(plog: PartitionLog, offset: int, max_bytes: int, max_offset: int | None) -> bytes:
+async def _read(plog: PartitionLog, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> bytes:
+    read = functools.partial(plog.read, offset, max_bytes, max_offset=max_offset, min_one=min_one)
     if max_bytes > THREAD_READ_THRESHOLD:
-        return await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(plog.read, offset, max_bytes, max_offset=max_offset))
-    return plog.read(offset, max_bytes, max_offset=max_offset)
+        return await asyncio.get_running_loop().run_in_executor(None, read)
+    return read()
 
 
 async def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
@@ -75,9 +75,9 @@ async def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
         records = b""
         try:
             if limit > 0 or total == 0:
-                # the first partition with data may exceed the limits by one batch (KIP-74)
+                # only while the response is still empty may one batch exceed the limits (KIP-74)
                 records = await _read(plog, w.offset, max(limit, 1),
-                                      lso if isolation == READ_COMMITTED else None)
+                                      lso if isolation == READ_COMMITTED else None, min_one=total == 0)
         except Exception as exc:
             out.append((w, _partition_error(w.partition, error_code(exc), plog)))
             errored = True
