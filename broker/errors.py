@@ -23,6 +23,9 @@ _MAPPING: list[tuple[type[BaseException], int]] = [
     (record_batch.UnsupportedCompressionError, 76),  # UNSUPPORTED_COMPRESSION_TYPE
     (se.InvalidConfigError, ke.InvalidConfigurationError.errno),
     (se.KafkaStorageError, ke.KafkaStorageError.errno),
+    (se.OutOfOrderSequenceError, ke.OutOfOrderSequenceNumberError.errno),
+    (se.InvalidProducerEpochError, ke.InvalidProducerEpochError.errno),
+    (se.InvalidTxnStateError, ke.InvalidTxnStateError.errno),
     (tc.UnknownTopicError, ke.UnknownTopicOrPartitionError.errno),
     (tc.TopicExistsError, ke.TopicAlreadyExistsError.errno),
     (tc.InvalidTopicNameError, ke.InvalidTopicError.errno),

@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     cluster,
     configs,
     delete_records,
+    describe_producers,
     fetch,
     find_coordinator,
     init_producer_id,

@@ -1,10 +1,16 @@
-"""Produce: validate and append whole batches per partition; acks=0 gets no response."""
+"""Produce: validate and append whole batches per partition; acks=0 gets no response.
+
+Idempotent batches are checked by the partition's producer state (storage/producer_state.py): a retry
+of one of the producer's last 5 batches is answered with no error and the original offsets (and, as
+Kafka does, the original batch timestamp as log_append_time_ms); sequence/epoch failures carry the
+log start offset, as Kafka's answers do."""
 from __future__ import annotations
 
 import kafka.errors as ke
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from ...protocol.record_batch import check_produce_payload
+from ...storage import errors as se
 from ..context import RequestContext
 from ..errors import error_code, error_message
 from ..registry import handles
@@ -14,11 +20,13 @@ from .common import LEADER_EPOCH, topic_name_for_id
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
 VALID_ACKS = (-1, 0, 1)
+# Append failures Kafka answers with the partition's log start offset (its generic append-error path)
+PRODUCER_STATE_ERRORS = (se.OutOfOrderSequenceError, se.InvalidProducerEpochError, se.InvalidTxnStateError)
 
 
-def _error(index: int, code: int, message: str | None = None) -> PartitionResponse:
+def _error(index: int, code: int, message: str | None = None, log_start_offset: int = -1) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                             log_start_offset=-1, record_errors=[], error_message=message)
+                             log_start_offset=log_start_offset, record_errors=[], error_message=message)
 
 
 def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
@@ -37,6 +45,8 @@ def produce_partition(state: BrokerState, topic: str | None, index: int, records
     try:
         check_produce_payload(records, version)
         info = plog.append(records, leader_epoch=LEADER_EPOCH)
+    except PRODUCER_STATE_ERRORS as exc:
+        return _error(index, error_code(exc), error_message(exc), plog.log_start_offset)
     except Exception as exc:
         return _error(index, error_code(exc), error_message(exc))
     return PartitionResponse(index=index, error_code=0, base_offset=info.first_offset,

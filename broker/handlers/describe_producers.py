@@ -1,0 +1,41 @@
+"""DescribeProducers (KIP-664): the producer ids with state in each requested partition."""
+from __future__ import annotations
+
+import kafka.errors as ke
+from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+
+from ..context import RequestContext
+from ..registry import handles
+from .common import lookup_partition
+
+TopicResponse = DescribeProducersResponse.TopicResponse
+PartitionResponse = TopicResponse.PartitionResponse
+ProducerState = PartitionResponse.ProducerState
+UNKNOWN_TOPIC_OR_PARTITION = ke.UnknownTopicOrPartitionError.errno
+NOT_HOSTED = "This server does not host this topic-partition."
+
+
+@handles(DescribeProducersRequest, DescribeProducersResponse, 0, 0)
+async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
+    state = ctx.broker
+    topics = []
+    for t in req.topics:
+        known_topic = state.catalog.get(t.name) is not None
+        parts = []
+        for index in t.partition_indexes:
+            plog, code = lookup_partition(state, t.name, index)
+            if plog is None:
+                # Kafka explains an unknown topic, not an unknown partition of a known one
+                parts.append(PartitionResponse(partition_index=index, error_code=code,
+                                               error_message=None if known_topic else NOT_HOSTED,
+                                               active_producers=[]))
+                continue
+            producers = [ProducerState(producer_id=e.producer_id, producer_epoch=e.producer_epoch,
+                                       last_sequence=e.last_seq, last_timestamp=e.last_timestamp,
+                                       coordinator_epoch=e.coordinator_epoch,
+                                       current_txn_start_offset=e.current_txn_first_offset)
+                         for e in plog.active_producers()]
+            parts.append(PartitionResponse(partition_index=index, error_code=0, error_message=None,
+                                           active_producers=producers))
+        topics.append(TopicResponse(name=t.name, partitions=parts))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
