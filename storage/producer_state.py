@@ -29,7 +29,7 @@ from typing import Iterable, NamedTuple
 
 import crc32c
 
-from minikafka.protocol.record_batch import BatchHeader
+from minikafka.protocol.record_batch import TRANSACTIONAL_MASK, BatchHeader
 from minikafka.storage.errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -75,10 +75,6 @@ def decrement_sequence(seq: int, decrement: int) -> int:
     if seq < decrement:
         return INT32_MAX - (decrement - seq) + 1
     return seq - decrement
-
-
-def in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
 def snapshot_name(offset: int) -> str:
@@ -142,99 +138,72 @@ class ProducerStateEntry:
     def last_offset_delta(self) -> int:
         return self.batches[-1].offset_delta if self.batches else 0
 
-    def maybe_update_epoch(self, epoch: int) -> None:
-        if epoch != self.producer_epoch:
-            self.batches.clear()
-            self.producer_epoch = epoch
-
-    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
-        self.maybe_update_epoch(epoch)
-        if len(self.batches) == NUM_BATCHES_TO_RETAIN:
-            del self.batches[0]
-        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
-        self.last_timestamp = timestamp
-
-    def merge(self, pending: "ProducerStateEntry") -> None:
-        """Kafka's ProducerStateEntry.update: adopt a committed ProducerAppendInfo's entry."""
-        self.maybe_update_epoch(pending.producer_epoch)
-        for batch in pending.batches:
-            if len(self.batches) == NUM_BATCHES_TO_RETAIN:
-                del self.batches[0]
-            self.batches.append(batch)
-        self.coordinator_epoch = pending.coordinator_epoch
-        self.current_txn_first_offset = pending.current_txn_first_offset
-        self.last_timestamp = pending.last_timestamp
-
-    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        if epoch != self.producer_epoch:
-            return None
-        for batch in self.batches:
-            if batch.last_seq == last_seq and batch.first_seq == first_seq:
-                return batch
-        return None
-
 
 class ProducerAppendInfo:
     """Validation of the batches one append brings for one producer id (Kafka's ProducerAppendInfo).
 
-    `current` is the committed entry (never modified here); `updated` starts as a copy of it without
-    batches and collects this append's batches. `ProducerStateManager.update` commits it.
+    `current` is the committed entry (never modified here); the other fields start as a copy of it,
+    without batches, and collect this append's outcome. `ProducerStateManager.update` commits it.
     """
 
-    __slots__ = ("producer_id", "current", "origin", "updated", "started_txn_first_offset")
+    __slots__ = ("producer_id", "current", "origin", "epoch", "coordinator_epoch", "last_timestamp",
+                 "txn_first_offset", "batches", "started_txn_first_offset")
 
     def __init__(self, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin) -> None:
         self.producer_id = producer_id
         self.current = current
         self.origin = origin
-        self.updated = ProducerStateEntry(producer_id, current.producer_epoch, current.coordinator_epoch,
-                                          current.last_timestamp, current.current_txn_first_offset)
+        self.epoch = current.producer_epoch
+        self.coordinator_epoch = current.coordinator_epoch
+        self.last_timestamp = current.last_timestamp
+        self.txn_first_offset = current.current_txn_first_offset
+        self.batches: list[BatchMetadata] = []
         self.started_txn_first_offset = -1
-
-    def _check_epoch(self, epoch: int, offset: int) -> None:
-        current = self.updated.producer_epoch
-        if epoch < current and self.origin is not AppendOrigin.REPLICATION:
-            raise InvalidProducerEpochError(
-                f"Epoch of producer {self.producer_id} at offset {offset} is {epoch}, which is smaller than "
-                f"the last seen epoch {current}")
-
-    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
-        updated = self.updated
-        if epoch != updated.producer_epoch:
-            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
-                raise OutOfOrderSequenceError(
-                    f"Invalid sequence number for new epoch of producer {self.producer_id} at offset {offset}: "
-                    f"{epoch} (request epoch), {first_seq} (seq. number), {updated.producer_epoch} "
-                    "(current producer epoch)")
-            return
-        current = self.current
-        if updated.batches:
-            last_seq = updated.last_seq
-        elif epoch == current.producer_epoch:
-            last_seq = current.last_seq
-        else:
-            last_seq = NO_SEQUENCE
-        # No epoch at all (state expired or never seen): any sequence is accepted.
-        if current.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_seq, first_seq):
-            raise OutOfOrderSequenceError(
-                f"Out of order sequence number for producer {self.producer_id} at offset {offset}: "
-                f"{first_seq} (incoming seq. number), {last_seq} (current end sequence number)")
 
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
                           first_offset: int, last_offset: int, is_transactional: bool) -> None:
+        """Validate one data batch against the state so far (Kafka checkProducerEpoch, then for client
+        appends checkSequence) and record it. The hot path: a handful of comparisons per batch."""
         origin = self.origin
         if origin is not AppendOrigin.REPLICATION:
-            self._check_epoch(epoch, first_offset)
+            current_epoch = self.epoch
+            if epoch < current_epoch:
+                raise InvalidProducerEpochError(
+                    f"Epoch of producer {self.producer_id} at offset {first_offset} is {epoch}, which is smaller "
+                    f"than the last seen epoch {current_epoch}")
             if origin is AppendOrigin.CLIENT:
-                self._check_sequence(epoch, first_seq, first_offset)
-        updated = self.updated
-        updated.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
-        if updated.current_txn_first_offset >= 0:
+                if epoch != current_epoch:
+                    if first_seq != 0 and current_epoch != NO_PRODUCER_EPOCH:
+                        raise OutOfOrderSequenceError(
+                            f"Invalid sequence number for new epoch of producer {self.producer_id} at offset "
+                            f"{first_offset}: {epoch} (request epoch), {first_seq} (seq. number), "
+                            f"{current_epoch} (current producer epoch)")
+                else:
+                    current = self.current
+                    if self.batches:
+                        last = self.batches[-1].last_seq
+                    elif epoch == current.producer_epoch and current.batches:
+                        last = current.batches[-1].last_seq
+                    else:
+                        last = NO_SEQUENCE
+                    # No epoch at all (state expired or never seen): any sequence is accepted.
+                    if (current.producer_epoch != NO_PRODUCER_EPOCH and first_seq != last + 1
+                            and not (first_seq == 0 and last == INT32_MAX)):
+                        raise OutOfOrderSequenceError(
+                            f"Out of order sequence number for producer {self.producer_id} at offset "
+                            f"{first_offset}: {first_seq} (incoming seq. number), {last} (current end sequence "
+                            "number)")
+        if epoch != self.epoch:
+            self.batches.clear()
+            self.epoch = epoch
+        self.batches.append(BatchMetadata(last_seq, last_offset, last_offset - first_offset, timestamp))
+        self.last_timestamp = timestamp
+        if self.txn_first_offset >= 0:
             if not is_transactional and origin is not AppendOrigin.REPLICATION:
                 raise InvalidTxnStateError(
                     f"Expected transactional write from producer {self.producer_id} at offset {first_offset}")
         elif is_transactional:
-            updated.current_txn_first_offset = first_offset
+            self.txn_first_offset = first_offset
             self.started_txn_first_offset = first_offset
 
 
@@ -261,28 +230,46 @@ class ProducerStateManager:
         InvalidTxnStateError.
         """
         pid = header.producer_id
+        epoch = header.producer_epoch
         first_seq = header.base_sequence
-        last_seq = NO_SEQUENCE if first_seq < 0 else increment_sequence(first_seq, header.last_offset_delta)
+        delta = header.last_offset_delta
+        if first_seq < 0:
+            last_seq = NO_SEQUENCE
+        elif first_seq > INT32_MAX - delta:
+            last_seq = delta - (INT32_MAX - first_seq) - 1
+        else:
+            last_seq = first_seq + delta
         current = self.producers.get(pid)
-        if current is not None and origin is AppendOrigin.CLIENT:
-            duplicate = current.find_duplicate(header.producer_epoch, first_seq, last_seq)
-            if duplicate is not None:
-                return duplicate
+        if current is not None and origin is AppendOrigin.CLIENT and epoch == current.producer_epoch:
+            for batch in current.batches:
+                if batch.last_seq == last_seq and batch.first_seq == first_seq:
+                    return batch  # a retry: the caller answers with these offsets
         info = pending.get(pid)
         if info is None:
             info = pending[pid] = ProducerAppendInfo(
                 pid, current if current is not None else ProducerStateEntry(pid), origin)
-        info.append_data_batch(header.producer_epoch, first_seq, last_seq, timestamp, first_offset,
-                               first_offset + header.last_offset_delta, header.is_transactional)
+        info.append_data_batch(epoch, first_seq, last_seq, timestamp, first_offset, first_offset + delta,
+                               bool(header.attributes & TRANSACTIONAL_MASK))
         return None
 
     def update(self, info: ProducerAppendInfo) -> None:
-        """Commit a validated append."""
+        """Commit a validated append (Kafka's ProducerStateEntry.update)."""
         entry = self.producers.get(info.producer_id)
         if entry is None:
-            self.producers[info.producer_id] = info.updated
-        else:
-            entry.merge(info.updated)
+            self.producers[info.producer_id] = ProducerStateEntry(
+                info.producer_id, info.epoch, info.coordinator_epoch, info.last_timestamp, info.txn_first_offset,
+                info.batches[-NUM_BATCHES_TO_RETAIN:])
+            return
+        batches = entry.batches
+        if info.epoch != entry.producer_epoch:
+            batches.clear()
+            entry.producer_epoch = info.epoch
+        batches += info.batches
+        if len(batches) > NUM_BATCHES_TO_RETAIN:
+            del batches[:-NUM_BATCHES_TO_RETAIN]
+        entry.coordinator_epoch = info.coordinator_epoch
+        entry.current_txn_first_offset = info.txn_first_offset
+        entry.last_timestamp = info.last_timestamp
 
     def update_map_end_offset(self, offset: int) -> None:
         self.last_map_offset = offset
