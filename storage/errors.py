@@ -19,6 +19,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
     "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
     "CorruptSnapshotError",
 ]
 
@@ -58,6 +59,11 @@ class InvalidProducerEpochError(Exception):
 
 class InvalidTxnStateError(Exception):
     """A non-transactional batch from a producer with an ongoing transaction (INVALID_TXN_STATE)."""
+
+
+class TransactionCoordinatorFencedError(Exception):
+    """A transaction marker carries an older coordinator epoch than the producer's last marker
+    (TRANSACTION_COORDINATOR_FENCED)."""
 
 
 class CorruptSnapshotError(Exception):

@@ -39,8 +39,16 @@ from minikafka.storage.errors import (
 )
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.partition_metadata import atomic_write, fsync_dir, read_partition_metadata
-from minikafka.storage.producer_state import AppendOrigin, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager
+from minikafka.storage.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateEntry,
+    ProducerStateManager,
+)
 from minikafka.storage.segment import SEGMENT_SUFFIXES, BatchInfo, LogSegment, segment_name
+from minikafka.storage.txn_index import AbortedTxn
+from minikafka.storage.txn_markers import parse_marker
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +120,13 @@ class PartitionLog:
     @property
     def high_watermark(self) -> int:
         return self._leo  # single broker: everything appended is "replicated"
+
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO: first offset of the earliest open transaction, else the high watermark."""
+        first = self._producers.first_unstable_offset
+        hw = self.high_watermark
+        return hw if first is None or first > hw else first
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -208,13 +223,17 @@ class PartitionLog:
         snapshot = ps.load_latest_snapshot(self._log_start_offset, self._leo, self._now_ms())
         start = ps.last_map_offset
         replayed = 0
+        self._active.txn_index.truncate_to(self._leo)  # entries of markers lost to a torn tail
         for seg in self._view[0]:
             if seg.next_offset <= start:
                 continue
             found = seg.find_batch(start) if start > seg.base_offset else None
-            for _pos, header in seg.iter_headers(found[0] if found else 0):
+            for pos, header in seg.iter_headers(found[0] if found else 0):
                 if header.last_offset >= start:
-                    ps.replay(header)
+                    marker = parse_marker(seg.read_batch(pos, header)) if header.is_control else None
+                    completed = ps.replay(header, marker)
+                    if completed is not None:
+                        self._complete_txn(seg, completed, replay=True)
                     replayed += 1
         ps.update_map_end_offset(self._leo)
         self.producer_state_replayed_batches = replayed
@@ -251,6 +270,7 @@ class PartitionLog:
         batches: list[BatchInfo] = []
         max_ts = -1
         producers: dict[int, ProducerAppendInfo] | None = None
+        completed_txns: list[CompletedTxn] | None = None
         for pos, header in headers:
             patch_base_offset(buf, pos, offset)
             if leader_epoch is not None:
@@ -264,10 +284,17 @@ class PartitionLog:
             if header.producer_id >= 0:
                 if producers is None:
                     producers = {}
-                duplicate = self._producers.prepare(header, offset, batch_ts, origin, producers)
-                if duplicate is not None:  # a retry: answer with the original offsets, append nothing
-                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
-                                      self._log_start_offset)
+                if header.is_control:  # a transaction marker (only coordinators write control batches)
+                    marker = parse_marker(buf, pos)
+                    completed = None if marker is None else self._producers.prepare_marker(
+                        header, offset, marker[0], marker[1], batch_ts, origin, producers)
+                    if completed is not None:
+                        completed_txns = [*(completed_txns or ()), completed]
+                else:
+                    duplicate = self._producers.prepare(header, offset, batch_ts, origin, producers)
+                    if duplicate is not None:  # a retry: answer with the original offsets, append nothing
+                        return AppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                                          self._log_start_offset)
             last = offset + header.last_offset_delta
             batches.append(BatchInfo(pos, header.size, last, batch_ts))
             max_ts = max(max_ts, batch_ts)
@@ -279,6 +306,9 @@ class PartitionLog:
         if producers:
             for info in producers.values():
                 self._producers.update(info)
+        if completed_txns:
+            for completed in completed_txns:
+                self._complete_txn(segment, completed)
         self._producers.last_map_offset = offset
         if not self._unflushed or self._unflushed[-1] is not segment:
             self._unflushed.append(segment)
@@ -289,6 +319,27 @@ class PartitionLog:
         for listener in self.append_listeners:
             listener()
         return AppendInfo(first_offset, last_offset, now_ms if append_time else -1, self._log_start_offset)
+
+    def _complete_txn(self, segment: LogSegment, completed: CompletedTxn, replay: bool = False) -> None:
+        """A marker ended `completed`: an aborted one goes to the marker segment's .txnindex with the
+        LSO it leaves (Kafka updateTxnIndex); replay re-adds entries a crash lost."""
+        ps = self._producers
+        if completed.is_aborted and not (replay and segment.txn_index.last_offset >= completed.last_offset):
+            segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                completed.last_offset, ps.last_stable_offset(completed)))
+        ps.complete_txn(completed)
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound), from the .txnindex of the segment
+        holding `start_offset` onwards (Kafka collectAbortedTransactions)."""
+        segments, bases = self._view
+        out: list[AbortedTxn] = []
+        for seg in segments[max(bisect_right(bases, start_offset) - 1, 0):]:
+            found, complete = seg.txn_index.collect(start_offset, upper_bound)
+            out.extend(found)
+            if complete:
+                break
+        return out
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now_ms: int) -> LogSegment:
         """Kafka's shouldRoll; a segment is never rolled while empty."""

@@ -35,6 +35,7 @@ from minikafka.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from minikafka.storage.partition_metadata import atomic_write
 
@@ -95,6 +96,14 @@ class BatchMetadata(NamedTuple):
     @property
     def first_offset(self) -> int:
         return self.last_offset - self.offset_delta
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a COMMIT/ABORT marker at `last_offset` (Kafka's CompletedTxn)."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 class ProducerStateEntry:
@@ -206,6 +215,32 @@ class ProducerAppendInfo:
             self.txn_first_offset = first_offset
             self.started_txn_first_offset = first_offset
 
+    def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, commit: bool, offset: int,
+                              timestamp: int) -> CompletedTxn | None:
+        """A COMMIT/ABORT marker at `offset` ends the producer's transaction (Kafka appendEndTxnMarker).
+        Outside replay, the marker's producer epoch may not be older than the producer's
+        (InvalidProducerEpochError) nor its coordinator epoch older than the last marker's
+        (TransactionCoordinatorFencedError). Returns the completed transaction, None if none was open."""
+        if self.origin is not AppendOrigin.REPLICATION:
+            if epoch < self.epoch:
+                raise InvalidProducerEpochError(
+                    f"Epoch of producer {self.producer_id} at offset {offset} is {epoch}, which is smaller "
+                    f"than the last seen epoch {self.epoch}")
+            if self.coordinator_epoch > coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"Invalid coordinator epoch for producer {self.producer_id} at offset {offset}: "
+                    f"{coordinator_epoch} (zombie), {self.coordinator_epoch} (current)")
+        if epoch != self.epoch:
+            self.batches.clear()
+            self.epoch = epoch
+        completed = None
+        if self.txn_first_offset >= 0:
+            completed = CompletedTxn(self.producer_id, self.txn_first_offset, offset, not commit)
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = timestamp
+        self.txn_first_offset = -1
+        return completed
+
 
 class ProducerStateManager:
     """Producer entries of one partition, plus its snapshot files (Kafka's ProducerStateManager)."""
@@ -217,6 +252,8 @@ class ProducerStateManager:
         self.snapshots: dict[int, Path] = {}
         self.last_map_offset = 0  # the state reflects every batch below this offset
         self.last_snap_offset = 0
+        # first offset -> producer id of every open transaction (Kafka's ongoingTxns): the LSO's source
+        self.ongoing_txns: dict[int, int] = {}
 
     # ---------------------------------------------------------------- validation / update
 
@@ -252,8 +289,24 @@ class ProducerStateManager:
                                bool(header.attributes & TRANSACTIONAL_MASK))
         return None
 
+    def prepare_marker(self, header: BatchHeader, offset: int, commit: bool, coordinator_epoch: int,
+                       timestamp: int, origin: AppendOrigin,
+                       pending: dict[int, ProducerAppendInfo]) -> CompletedTxn | None:
+        """Check a transaction marker (control batch) at `offset`; returns the transaction it completes
+        (commit with `update`, then `complete_txn`). Raises InvalidProducerEpochError,
+        TransactionCoordinatorFencedError."""
+        pid = header.producer_id
+        info = pending.get(pid)
+        if info is None:
+            current = self.producers.get(pid)
+            info = pending[pid] = ProducerAppendInfo(
+                pid, current if current is not None else ProducerStateEntry(pid), origin)
+        return info.append_end_txn_marker(header.producer_epoch, coordinator_epoch, commit, offset, timestamp)
+
     def update(self, info: ProducerAppendInfo) -> None:
         """Commit a validated append (Kafka's ProducerStateEntry.update)."""
+        if info.started_txn_first_offset >= 0:
+            self.ongoing_txns[info.started_txn_first_offset] = info.producer_id
         entry = self.producers.get(info.producer_id)
         if entry is None:
             self.producers[info.producer_id] = ProducerStateEntry(
@@ -271,14 +324,35 @@ class ProducerStateManager:
         entry.current_txn_first_offset = info.txn_first_offset
         entry.last_timestamp = info.last_timestamp
 
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open transaction, None if there is none."""
+        return min(self.ongoing_txns) if self.ongoing_txns else None
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once `completed` is done (Kafka lastStableOffset(completedTxn)): the first offset of
+        another producer's open transaction, else the offset after the marker."""
+        others = [first for first, pid in self.ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        self.ongoing_txns.pop(completed.first_offset, None)
+
     def update_map_end_offset(self, offset: int) -> None:
         self.last_map_offset = offset
 
-    def replay(self, header: BatchHeader) -> None:
-        """Load one stored batch (no checks, header only). Control batches (transaction markers) are
-        left to the transactions work: they would end the producer's current transaction."""
+    def replay(self, header: BatchHeader, marker: tuple[bool, int] | None = None) -> CompletedTxn | None:
+        """Load one stored batch (no checks, header only). A control batch needs `marker` = (commit,
+        coordinator epoch) from its record: it ends the producer's transaction, which is returned (the
+        caller restores the aborted-transaction index from it, then calls `complete_txn`)."""
         pid = header.producer_id
-        if pid >= 0 and not header.is_control:
+        completed = None
+        if pid >= 0 and header.is_control and marker is not None:
+            info = ProducerAppendInfo(pid, self.producers.get(pid) or ProducerStateEntry(pid), AppendOrigin.REPLICATION)
+            completed = info.append_end_txn_marker(header.producer_epoch, marker[1], marker[0],
+                                                   header.base_offset, header.max_timestamp)
+            self.update(info)
+        elif pid >= 0 and not header.is_control:
             info = ProducerAppendInfo(pid, self.producers.get(pid) or ProducerStateEntry(pid), AppendOrigin.REPLICATION)
             first_seq = header.base_sequence
             last_seq = NO_SEQUENCE if first_seq < 0 else increment_sequence(first_seq, header.last_offset_delta)
@@ -286,6 +360,7 @@ class ProducerStateManager:
                                    header.base_offset, header.last_offset, header.is_transactional)
             self.update(info)
         self.last_map_offset = header.last_offset + 1
+        return completed
 
     # ---------------------------------------------------------------- queries / expiry
 
@@ -333,6 +408,7 @@ class ProducerStateManager:
         """Delete snapshots outside [log start, log end], load the newest valid one (corrupt ones are
         deleted with a warning) and return its offset, or None (state starts empty at the log start)."""
         self.producers = {}
+        self.ongoing_txns = {}
         for offset in sorted(self.snapshots):
             if offset > log_end_offset or offset < log_start_offset:
                 self.delete_snapshot(offset)
@@ -345,6 +421,8 @@ class ProducerStateManager:
                 self.delete_snapshot(offset)
                 continue
             self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
+            self.ongoing_txns = {e.current_txn_first_offset: e.producer_id
+                                 for e in self.producers.values() if e.current_txn_first_offset >= 0}
             self.last_map_offset = self.last_snap_offset = offset
             return offset
         self.last_map_offset = self.last_snap_offset = log_start_offset
@@ -395,7 +473,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
 
 
 __all__ = [
-    "AppendOrigin", "BatchMetadata", "ProducerAppendInfo", "ProducerStateEntry", "ProducerStateManager",
+    "AppendOrigin", "BatchMetadata", "CompletedTxn", "ProducerAppendInfo", "ProducerStateEntry", "ProducerStateManager",
     "NUM_BATCHES_TO_RETAIN", "decode_snapshot", "encode_snapshot", "increment_sequence", "decrement_sequence",
     "snapshot_name",
 ]

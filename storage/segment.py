@@ -19,11 +19,12 @@ from minikafka.protocol.record_batch import HEADER_SIZE, BatchHeader, parse_head
 from minikafka.storage.batch_io import iter_file_headers, scan_valid_batches
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.index import OffsetIndex, TimeIndex
+from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def segment_name(base_offset: int) -> str:
@@ -51,6 +52,7 @@ class LogSegment:
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset)
+        self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX), base_offset)  # aborted txns
         self.size: int = os.fstat(self._fd).st_size
         self.next_offset: int = base_offset
         self.max_timestamp: int = -1
@@ -264,6 +266,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -272,11 +275,12 @@ class LogSegment:
             self._fd = -1
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def unlink(self) -> None:
         """Remove the files but keep the descriptors open, so in-flight reads still succeed."""
         self.deleted = True
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             path.unlink(missing_ok=True)
 
     def delete(self) -> None:
