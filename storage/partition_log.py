@@ -516,6 +516,28 @@ class PartitionLog:
                 keep.append((deadline, seg))
         self._graveyard = keep
 
+    def replace_segment(self, old: LogSegment, install: Callable[[], None]) -> bool:
+        """Log compaction (storage/compaction.py): swap the inactive segment `old` for its cleaned
+        copy with the same base offset. `install` moves the cleaned files over old's paths; readers
+        holding `old` keep its open descriptors until file.delete.delay.ms. Returns False, doing
+        nothing, if `old` is no longer an inactive segment of this log."""
+        segments = list(self._view[0])
+        if old.deleted or not any(seg is old for seg in segments[:-1]):
+            return False
+        install()
+        now_ms = self._now_ms()
+        new = self._new_segment(old.base_offset, now_ms)
+        if new.load(verify_tail=False):
+            new.recover()
+        segments = [new if seg is old else seg for seg in segments]
+        self._publish(segments)
+        old.deleted = True  # its paths now belong to `new`: closing `old` must not write to them
+        if old in self._unflushed:
+            self._unflushed.remove(old)
+        fsync_dir(self.dir)
+        self._graveyard.append((now_ms + self._config.file_delete_delay_ms, old))
+        return True
+
     # ---------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
