@@ -48,6 +48,19 @@ DEFAULTS: dict[str, str] = {
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
     "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.max.size": str(2**31 - 1),
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
+    "offsets.topic.segment.bytes": "104857600",
+    "log.cleaner.enable": "true",
+    "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.threads": "1",
     "producer.id.expiration.ms": "86400000",
 }
 
@@ -172,6 +185,9 @@ class BrokerConfig:
             "index.interval.bytes": self.get("log.index.interval.bytes"),
             "flush.messages": self.get("log.flush.interval.messages"),
             "cleanup.policy": self.get("log.cleanup.policy"),
+            "delete.retention.ms": self.get("log.cleaner.delete.retention.ms"),
+            "min.cleanable.dirty.ratio": self.get("log.cleaner.min.cleanable.ratio"),
+            "min.compaction.lag.ms": self.get("log.cleaner.min.compaction.lag.ms"),
             "message.timestamp.type": self.get("log.message.timestamp.type"),
         }
         if self.get("log.flush.interval.ms"):

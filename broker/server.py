@@ -9,6 +9,7 @@ import time
 
 from .. import __version__
 from . import handlers  # noqa: F401  (registers every handler in the dispatch table)
+from .background import start_background
 from .config import BrokerConfig
 from .connection import Connection
 from .state import BrokerState
@@ -43,6 +44,7 @@ class Broker:
                  __version__, (time.monotonic() - t0) * 1000, self.config.node_id, self.state.cluster_id,
                  ",".join(str(d) for d in self.config.log_dirs), adv.host, adv.port)
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
+        self._periodic += start_background(self.state)  # group state loading, offsets retention, log cleaner
 
     async def _on_connect(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.state is not None

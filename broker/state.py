@@ -4,11 +4,13 @@ from __future__ import annotations
 import logging
 import time
 
+from ..coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from ..coordinator.producer_ids import ProducerIdManager
 from ..storage.log_manager import LogManager
 from ..storage.partition_log import PartitionLog
 from .append_notifier import AppendNotifier
 from .config import BrokerConfig, Listener
+from .errors import error_code
 from .meta_properties import ensure_meta
 from .topic_catalog import TopicCatalog, TopicError, TopicInfo
 
@@ -26,6 +28,7 @@ class BrokerState:
         self.logs = LogManager(config.log_dirs, config.log_config)
         self.catalog = TopicCatalog(self.logs, config.log_config, config.log_dirs[0], self._hook_log)
         self.producer_ids = ProducerIdManager(config.log_dirs[0] / "producer_id_block")
+        self.groups = GroupCoordinator(GroupConfig.from_props(config.get), self.catalog, error_code)
         self._advertised: dict[str, Listener] = {l.name: l for l in config.advertised_listeners}
         self.advertised: Listener = config.advertised_listeners[0]
         self.started_at = time.time()
@@ -62,4 +65,5 @@ class BrokerState:
             return None
 
     def close(self) -> None:
+        self.groups.close()
         self.logs.close()

@@ -1,10 +1,12 @@
 """FindCoordinator: this broker coordinates every group and transactional id.
 
 Advertised from the core on because clients key features on it (librdkafka enables LZ4 only when
-the broker lists FindCoordinator). The coordinators behind it arrive with the group and
-transaction issues; until then their APIs are not advertised.
+the broker lists FindCoordinator). A GROUP lookup creates `__consumer_offsets` on first use, as
+Kafka does (Kafka answers COORDINATOR_NOT_AVAILABLE meanwhile; creation here is synchronous).
 """
 from __future__ import annotations
+
+import logging
 
 import kafka.errors as ke
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
@@ -12,6 +14,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from ..context import RequestContext
 from ..registry import handles
 
+log = logging.getLogger(__name__)
 GROUP, TRANSACTION = 0, 1
 Coordinator = FindCoordinatorResponse.Coordinator
 
@@ -24,6 +27,12 @@ async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorReque
     code, message = 0, None
     if key_type not in (GROUP, TRANSACTION):
         code, message = ke.InvalidRequestError.errno, f"unsupported coordinator key type {key_type}"
+    elif key_type == GROUP:
+        try:
+            state.groups.ensure_topic()
+        except Exception:
+            log.exception("creating __consumer_offsets failed")
+            code, message = ke.CoordinatorNotAvailableError.errno, None
     if ctx.api_version >= 4:
         coordinators = [Coordinator(key=key, node_id=state.node_id if not code else -1,
                                     host=adv.host if not code else "", port=adv.port if not code else -1,

@@ -1,0 +1,44 @@
+"""DescribeGroups: state, protocol and members (metadata and assignment once Stable)."""
+from __future__ import annotations
+
+from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
+
+from ...coordinator.group_metadata import GroupError
+from ..context import RequestContext
+from ..registry import handles
+
+DescribedGroup = DescribeGroupsResponse.DescribedGroup
+DescribedMember = DescribedGroup.DescribedGroupMember
+GROUP_ID_NOT_FOUND = 69
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka reports for a group without ACLs
+GROUP_OPERATIONS = {3, 6, 8, 10, 11}
+
+
+@handles(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
+async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    v = ctx.api_version
+    ops = GROUP_OPERATIONS if v >= 3 and req.include_authorized_operations else None
+    out = []
+    for group_id in req.groups:
+        try:
+            d = ctx.broker.groups.describe_group(group_id)
+        except GroupError as exc:
+            out.append(DescribedGroup(error_code=exc.errno, error_message=None, group_id=group_id,
+                                      group_state="", protocol_type="", protocol_data="", members=[],
+                                      authorized_operations=None))
+            continue
+        if d is None:
+            # v6+ reports an unknown group as an error (KIP-1043); older versions as a Dead group
+            missing = v >= 6
+            out.append(DescribedGroup(error_code=GROUP_ID_NOT_FOUND if missing else 0,
+                                      error_message=f"Group {group_id} not found." if missing else None,
+                                      group_id=group_id, group_state="Dead", protocol_type="", protocol_data="",
+                                      members=[], authorized_operations=ops))
+            continue
+        out.append(DescribedGroup(
+            error_code=0, error_message=None, group_id=d.group_id, group_state=d.state,
+            protocol_type=d.protocol_type, protocol_data=d.protocol_data, authorized_operations=ops,
+            members=[DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                     client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                                     member_assignment=m.assignment) for m in d.members]))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)

@@ -1,0 +1,56 @@
+"""OffsetCommit: unknown topics/partitions are answered here (as KafkaApis does, before the group
+coordinator sees the request); the rest goes to the group coordinator in one record batch."""
+from __future__ import annotations
+
+import kafka.errors as ke
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
+
+from ..context import RequestContext
+from ..registry import handles
+from .common import ZERO_UUID
+
+TopicResponse = OffsetCommitResponse.OffsetCommitResponseTopic
+PartitionResponse = TopicResponse.OffsetCommitResponsePartition
+UNKNOWN_TOPIC_OR_PARTITION = ke.UnknownTopicOrPartitionError.errno
+UNKNOWN_TOPIC_ID = ke.UnknownTopicIdError.errno
+
+
+@handles(OffsetCommitRequest, OffsetCommitResponse, 2, 10)
+async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    state = ctx.broker
+    v = ctx.api_version
+    errors: dict[tuple[int, int], int] = {}  # (topic index, partition index in request) -> error
+    commits = []
+    names: list[str | None] = []
+    for ti, t in enumerate(req.topics):
+        if v >= 10:
+            info = state.catalog.by_id.get(t.topic_id)
+            name = info.name if info is not None else None
+            missing = UNKNOWN_TOPIC_ID
+        else:
+            name = t.name
+            missing = UNKNOWN_TOPIC_OR_PARTITION
+        names.append(name)
+        for pi, p in enumerate(t.partitions):
+            if name is None or state.catalog.partition_log(name, p.partition_index) is None:
+                errors[(ti, pi)] = missing if name is None else UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                commits.append((name, p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
+    results = {}
+    if commits:
+        results = state.groups.commit_offsets(
+            group_id=req.group_id, generation_id=req.generation_id_or_member_epoch, member_id=req.member_id or "",
+            group_instance_id=req.group_instance_id if v >= 7 else None,
+            retention_time_ms=req.retention_time_ms if v <= 4 else -1, api_version=v, partitions=commits)
+    topics = []
+    for ti, t in enumerate(req.topics):
+        parts = []
+        for pi, p in enumerate(t.partitions):
+            code = errors.get((ti, pi))
+            if code is None:
+                code = results.get((names[ti], p.partition_index), 0)
+            parts.append(PartitionResponse(partition_index=p.partition_index, error_code=code))
+        topics.append(TopicResponse(name=t.name if v < 10 else None,
+                                    topic_id=t.topic_id if v >= 10 else ZERO_UUID, partitions=parts))
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,28 @@
+"""OffsetDelete: remove a group's committed offsets for partitions it is not subscribed to."""
+from __future__ import annotations
+
+import kafka.errors as ke
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
+
+from ..context import RequestContext
+from ..registry import handles
+
+TopicResponse = OffsetDeleteResponse.OffsetDeleteResponseTopic
+PartitionResponse = TopicResponse.OffsetDeleteResponsePartition
+UNKNOWN_TOPIC_OR_PARTITION = ke.UnknownTopicOrPartitionError.errno
+
+
+@handles(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0)
+async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    state = ctx.broker
+    known = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
+             if state.catalog.partition_log(t.name, p.partition_index) is not None]
+    code, results = state.groups.delete_offsets(req.group_id, known)
+    if code:
+        return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])
+    return OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
+        TopicResponse(name=t.name, partitions=[
+            PartitionResponse(partition_index=p.partition_index,
+                              error_code=results.get((t.name, p.partition_index), UNKNOWN_TOPIC_OR_PARTITION))
+            for p in t.partitions])
+        for t in req.topics])

@@ -1,0 +1,116 @@
+"""Rebuild the group coordinator's state from `__consumer_offsets` on start.
+
+Runs as a background task after the listeners are open: partitions are replayed one at a time, the
+event loop gets control back after every read chunk, and requests for groups whose partition is not
+loaded yet are answered COORDINATOR_LOAD_IN_PROGRESS by the coordinator. Transactional offset
+commits are staged per producer id until their COMMIT/ABORT marker (or stay pending if the
+transaction is still open when loading ends).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ..protocol.record_batch import iter_headers
+from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from .group_records import (
+    ControlMarker,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    RecordFormatError,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    iter_batch_records,
+)
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 1 << 20
+
+
+def replay_batch(coordinator: GroupCoordinator, batch: bytes, from_offset: int = 0) -> int:
+    """Apply one stored batch's records at offsets >= `from_offset`; returns how many were applied."""
+    applied = 0
+    for rec in iter_batch_records(batch):
+        if rec.offset < from_offset:
+            continue
+        if isinstance(rec, ControlMarker):
+            coordinator.replay_marker(rec.producer_id, rec.commit)
+            applied += 1
+            continue
+        if rec.key is None:
+            log.warning("%s: record at offset %d has no key, skipped", OFFSETS_TOPIC, rec.offset)
+            continue
+        try:
+            key = decode_key(rec.key)
+            if isinstance(key, OffsetCommitKey):
+                value = decode_offset_commit_value(rec.value) if rec.value is not None else None
+                coordinator.replay_offset_commit(key, value, rec.offset, rec.producer_id, rec.transactional)
+            elif isinstance(key, GroupMetadataKey):
+                value = decode_group_metadata_value(rec.value) if rec.value is not None else None
+                coordinator.replay_group_metadata(key, value)
+            else:
+                continue  # record types of other group protocols
+        except (RecordFormatError, ValueError) as exc:
+            log.warning("%s: undecodable record at offset %d skipped: %s", OFFSETS_TOPIC, rec.offset, exc)
+            continue
+        applied += 1
+    return applied
+
+
+async def load_partition(coordinator: GroupCoordinator, plog: Any, partition: int) -> int:
+    """Replay one partition from its log start to the log end offset seen when loading starts."""
+    t0 = time.monotonic()
+    offset, end = plog.log_start_offset, plog.log_end_offset
+    records = 0
+    while offset < end:
+        data = plog.read(offset, READ_CHUNK, max_offset=end)
+        if not data:
+            break
+        progressed = False
+        for pos, header in iter_headers(data):
+            if header.last_offset >= offset:
+                records += replay_batch(coordinator, bytes(data[pos:pos + header.size]), offset)
+                offset = header.last_offset + 1
+                progressed = True
+        if not progressed:
+            break
+        await asyncio.sleep(0)
+    coordinator.on_partition_loaded(partition)
+    if records:
+        log.info("loaded %s-%d: %d records in %.0f ms", OFFSETS_TOPIC, partition, records,
+                 (time.monotonic() - t0) * 1000)
+    return records
+
+
+async def load_all(coordinator: GroupCoordinator, catalog: Any) -> None:
+    """Load every partition of an existing __consumer_offsets (marked loading beforehand)."""
+    t0 = time.monotonic()
+    total = 0
+    for partition in range(coordinator.config.num_partitions):
+        plog = catalog.partition_log(OFFSETS_TOPIC, partition)
+        try:
+            if plog is not None:
+                total += await load_partition(coordinator, plog, partition)
+            else:
+                coordinator.mark_loaded(partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading %s-%d failed; its groups start empty", OFFSETS_TOPIC, partition)
+            coordinator.mark_loaded(partition)
+        await asyncio.sleep(0)
+    log.info("group coordinator loaded %d groups (%d records) in %.0f ms", len(coordinator.groups), total,
+             (time.monotonic() - t0) * 1000)
+
+
+def start_loading(coordinator: GroupCoordinator, catalog: Any) -> asyncio.Task | None:
+    """If __consumer_offsets exists, mark all its partitions loading and replay them in the background."""
+    info = catalog.get(OFFSETS_TOPIC)
+    if info is None:
+        return None
+    coordinator.mark_loading(range(coordinator.config.num_partitions))
+    return asyncio.create_task(load_all(coordinator, catalog))
