@@ -47,6 +47,15 @@ DEFAULTS: dict[str, str] = {
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    "transaction.partition.verification.enable": "true",
+    # Test-only fault injection: the broker os._exit(137)s at this step of EndTxn
+    # (after_prepare_commit | after_prepare_abort | after_markers | after_first_marker); never set in production.
+    "minikafka.test.crash.point": "",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",

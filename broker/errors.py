@@ -26,6 +26,7 @@ _MAPPING: list[tuple[type[BaseException], int]] = [
     (se.OutOfOrderSequenceError, ke.OutOfOrderSequenceNumberError.errno),
     (se.InvalidProducerEpochError, ke.InvalidProducerEpochError.errno),
     (se.InvalidTxnStateError, ke.InvalidTxnStateError.errno),
+    (se.TransactionCoordinatorFencedError, ke.TransactionCoordinatorFencedError.errno),
     (tc.UnknownTopicError, ke.UnknownTopicOrPartitionError.errno),
     (tc.TopicExistsError, ke.TopicAlreadyExistsError.errno),
     (tc.InvalidTopicNameError, ke.InvalidTopicError.errno),

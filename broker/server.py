@@ -45,6 +45,7 @@ class Broker:
                  ",".join(str(d) for d in self.config.log_dirs), adv.host, adv.port)
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
         self._periodic += start_background(self.state)  # group state loading, offsets retention, log cleaner
+        self.state.txns.start()  # __transaction_state loading, transaction timeouts, marker retries
 
     async def _on_connect(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.state is not None
@@ -96,6 +97,7 @@ class Broker:
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
         if self.state is not None:
+            await self.state.txns.stop()
             self.state.close()
         log.info("shut down cleanly")
 

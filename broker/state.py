@@ -6,6 +6,7 @@ import time
 
 from ..coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from ..coordinator.producer_ids import ProducerIdManager
+from ..coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
 from ..storage.log_manager import LogManager
 from ..storage.partition_log import PartitionLog
 from .append_notifier import AppendNotifier
@@ -29,6 +30,12 @@ class BrokerState:
         self.catalog = TopicCatalog(self.logs, config.log_config, config.log_dirs[0], self._hook_log)
         self.producer_ids = ProducerIdManager(config.log_dirs[0] / "producer_id_block")
         self.groups = GroupCoordinator(GroupConfig.from_props(config.get), self.catalog, error_code)
+        self.txns = TransactionCoordinator(TxnConfig.from_props(config.get), self.catalog,
+                                           self.producer_ids.next_id, error_code)
+        # a COMMIT/ABORT marker in a group's __consumer_offsets partition settles the producer's
+        # transactional offset commits
+        self.txns.markers.add_listener("__consumer_offsets",
+                                       lambda _partition, pid, commit: self.groups.replay_marker(pid, commit))
         self._advertised: dict[str, Listener] = {l.name: l for l in config.advertised_listeners}
         self.advertised: Listener = config.advertised_listeners[0]
         self.started_at = time.time()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from minikafka.protocol.record_batch import (
+    CONTROL_MASK,
     TIMESTAMP_TYPE_MASK,
     check_client_batch,
     compute_crc,
@@ -284,7 +285,7 @@ class PartitionLog:
             if header.producer_id >= 0:
                 if producers is None:
                     producers = {}
-                if header.is_control:  # a transaction marker (only coordinators write control batches)
+                if header.attributes & CONTROL_MASK:  # a transaction marker (only coordinators write these)
                     marker = parse_marker(buf, pos)
                     completed = None if marker is None else self._producers.prepare_marker(
                         header, offset, marker[0], marker[1], batch_ts, origin, producers)

@@ -1,5 +1,7 @@
 """One module per API family; importing this package fills the dispatch table."""
 from . import (  # noqa: F401
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     cluster,
     configs,
@@ -7,12 +9,15 @@ from . import (  # noqa: F401
     delete_records,
     describe_groups,
     describe_producers,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     groups,
     init_producer_id,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -21,4 +26,6 @@ from . import (  # noqa: F401
     produce,
     sasl,
     topics,
+    txn_offset_commit,
+    write_txn_markers,
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import struct
 from dataclasses import dataclass
 
 import kafka.errors as ke
@@ -21,6 +22,7 @@ from .common import leader_epoch_error, topic_name_for_id
 
 TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = TopicData.PartitionData
+AbortedTransaction = PartitionData.AbortedTransaction
 READ_COMMITTED = 1
 THREAD_READ_THRESHOLD = 1 << 20  # reads that may exceed this go to a worker thread
 FETCH_SESSION_ID_NOT_FOUND = 70
@@ -37,11 +39,40 @@ class Wanted:
 
 def _partition_error(p: int, code: int, plog: PartitionLog | None = None) -> PartitionData:
     hw = plog.high_watermark if plog is not None else -1
-    lso = plog.high_watermark if plog is not None else -1
+    lso = plog.last_stable_offset if plog is not None else -1
     start = plog.log_start_offset if plog is not None else -1
     return PartitionData(partition_index=p, error_code=code, high_watermark=hw, last_stable_offset=lso,
                          log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1,
                          records=b"")
+
+
+_BATCH_END = struct.Struct(">qi")  # base offset, batch length
+_LAST_DELTA = struct.Struct(">i")
+
+
+def _next_offset(records: bytes) -> int:
+    """The offset after the last whole batch of fetched bytes."""
+    pos, end, last = 0, len(records), -1
+    while pos + 61 <= end:
+        base, length = _BATCH_END.unpack_from(records, pos)
+        if pos + 12 + length > end:
+            break
+        last = base + _LAST_DELTA.unpack_from(records, pos + 23)[0]
+        pos += 12 + length
+    return last + 1
+
+
+def _aborted(plog: PartitionLog, offset: int, lso: int, records: bytes) -> list:
+    """read_committed: the aborted transactions overlapping the returned batches (from the .txnindex
+    files), so the consumer can drop their records."""
+    if not records:
+        return []
+    found = plog.collect_aborted_txns(offset, lso)
+    if not found:
+        return []
+    upper = _next_offset(records)
+    return [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+            for a in found if a.first_offset < upper]
 
 
 async def _read(plog: PartitionLog, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> bytes:
@@ -70,7 +101,7 @@ async def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
             errored = True
             continue
         hw = plog.high_watermark
-        lso = hw  # no transactions yet: the last stable offset is the high watermark
+        lso = plog.last_stable_offset  # read_committed reads stop here
         limit = min(w.max_bytes, max_bytes - total)
         records = b""
         try:
@@ -85,7 +116,8 @@ async def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
         total += len(records)
         out.append((w, PartitionData(partition_index=w.partition, error_code=0, high_watermark=hw,
                                      last_stable_offset=lso, log_start_offset=plog.log_start_offset,
-                                     aborted_transactions=[] if isolation == READ_COMMITTED else None,
+                                     aborted_transactions=(_aborted(plog, w.offset, lso, records)
+                                                           if isolation == READ_COMMITTED else None),
                                      preferred_read_replica=-1, records=records)))
     return out, total, errored
 

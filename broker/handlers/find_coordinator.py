@@ -33,6 +33,8 @@ async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorReque
         except Exception:
             log.exception("creating __consumer_offsets failed")
             code, message = ke.CoordinatorNotAvailableError.errno, None
+    else:  # TRANSACTION: creates __transaction_state on first use
+        code = state.txns.find_coordinator(req.key if ctx.api_version < 4 else "")
     if ctx.api_version >= 4:
         coordinators = [Coordinator(key=key, node_id=state.node_id if not code else -1,
                                     host=adv.host if not code else "", port=adv.port if not code else -1,

@@ -1,4 +1,5 @@
-"""InitProducerId without a transactional id: a fresh producer id at epoch 0, as Kafka does."""
+"""InitProducerId: without a transactional id a fresh producer id at epoch 0, as Kafka does; with one,
+the transaction coordinator (bump the epoch, fence the previous instance, KIP-360 resumption)."""
 from __future__ import annotations
 
 import kafka.errors as ke
@@ -10,9 +11,15 @@ from ..registry import handles
 
 @handles(InitProducerIdRequest, InitProducerIdResponse, 0, 5)
 async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
-    if req.transactional_id is not None:
-        # Transactions are not served yet; FindCoordinator(TRANSACTION) is not advertised either.
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ke.CoordinatorNotAvailableError.errno,
+    pid, epoch = (req.producer_id, req.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
+    if (pid == -1) != (epoch == -1):
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ke.InvalidRequestError.errno,
                                       producer_id=-1, producer_epoch=-1)
+    if req.transactional_id is not None:
+        code, pid, epoch = ctx.broker.txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
+                                                            None if pid == -1 else (pid, epoch))
+        if code == ke.ProducerFencedError.errno and ctx.api_version < 4:
+            code = ke.InvalidProducerEpochError.errno
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0,
                                   producer_id=ctx.broker.producer_ids.next_id(), producer_epoch=0)

@@ -17,12 +17,13 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+READ_COMMITTED = 1
 
 
 def resolve_offset(plog: PartitionLog, timestamp: int, isolation_level: int) -> tuple[int, int]:
     """(offset, timestamp) for one query; (-1, -1) when nothing matches."""
     if timestamp == LATEST:
-        return plog.high_watermark, -1  # no transactions yet: LSO == high watermark
+        return (plog.last_stable_offset if isolation_level == READ_COMMITTED else plog.high_watermark), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:

@@ -9,13 +9,20 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from ...protocol.record_batch import check_produce_payload
+from ...protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    TRANSACTIONAL_MASK,
+    check_produce_payload,
+    parse_header,
+)
 from ...storage import errors as se
 from ..context import RequestContext
 from ..errors import error_code, error_message
 from ..registry import handles
 from ..state import BrokerState
 from .common import LEADER_EPOCH, topic_name_for_id
+from .txn_common import verify_transactional_produce
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
@@ -30,7 +37,7 @@ def _error(index: int, code: int, message: str | None = None, log_start_offset: 
 
 
 def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
-                      acks: int, version: int) -> PartitionResponse:
+                      acks: int, version: int, transactional_id: str | None = None) -> PartitionResponse:
     if acks not in VALID_ACKS:
         return _error(index, ke.InvalidRequiredAcksError.errno)
     if topic is None:
@@ -44,6 +51,13 @@ def produce_partition(state: BrokerState, topic: str | None, index: int, records
         return _error(index, ke.InvalidRecordError.errno, "empty record set")
     try:
         check_produce_payload(records, version)
+        if len(records) >= HEADER_SIZE and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:
+            # KIP-890: only into a partition of the producer's open transaction
+            header = parse_header(records)
+            code, message = verify_transactional_produce(state, transactional_id, header.producer_id,
+                                                         header.producer_epoch, topic, index, version)
+            if code:  # answered before the append: no log start offset, as Kafka does
+                return _error(index, code, message)
         info = plog.append(records, leader_epoch=LEADER_EPOCH)
     except PRODUCER_STATE_ERRORS as exc:
         return _error(index, error_code(exc), error_message(exc), plog.log_start_offset)
@@ -61,7 +75,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     responses = []
     for topic in req.topic_data:
         name = topic_name_for_id(state, topic.topic_id) if by_id else topic.name
-        parts = [produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version) for p in topic.partition_data]
+        parts = [produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version, req.transactional_id)
+                 for p in topic.partition_data]
         if by_id:
             responses.append(TopicResponse(topic_id=topic.topic_id, partition_responses=parts))
         else:

@@ -1,0 +1,17 @@
+"""AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction, so that its
+TxnOffsetCommit offsets are settled by the transaction's marker."""
+from __future__ import annotations
+
+from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+
+from ..context import RequestContext
+from ..registry import handles
+from .txn_common import for_version
+
+FENCED_SINCE = 2
+
+
+@handles(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4)
+async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    code = ctx.broker.txns.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=for_version(code, ctx.api_version, FENCED_SINCE))

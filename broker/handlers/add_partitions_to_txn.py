@@ -1,0 +1,56 @@
+"""AddPartitionsToTxn: v0-3 from producers (add partitions to the open transaction); v4+ is the
+batched broker form, whose `verify_only` entries ask whether partitions are already in the
+transaction (KIP-890 part 1). Unknown partitions fail alone; the others are then OPERATION_NOT_ATTEMPTED."""
+from __future__ import annotations
+
+from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+
+from ...coordinator.txn_coordinator import TransactionCoordinator
+from ..context import RequestContext
+from ..registry import handles
+from ..state import BrokerState
+from .txn_common import OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, for_version, unknown_partitions
+
+Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+FENCED_SINCE = 2
+
+
+def _results(state: BrokerState, coord: TransactionCoordinator, txn_id: str, pid: int, epoch: int, topics,
+             verify_only: bool) -> dict[tuple[str, int], int]:
+    parts = [(t.name, p) for t in topics for p in t.partitions]
+    unknown = unknown_partitions(state, parts)
+    if unknown:
+        return {tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in parts}
+    if verify_only:
+        return coord.verify_partitions(txn_id, pid, epoch, parts)
+    code = coord.add_partitions(txn_id, pid, epoch, set(parts))
+    return {tp: code for tp in parts}
+
+
+def _topic_results(errors: dict[tuple[str, int], int], topic_cls=TopicResult) -> list:
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            topic_cls.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code))
+    return [topic_cls(name=t, results_by_partition=ps) for t, ps in by_topic.items()]
+
+
+@handles(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5)
+async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    state = ctx.broker
+    coord = state.txns
+    version = ctx.api_version
+    if version < 4:
+        errors = _results(state, coord, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                          req.v3_and_below_producer_epoch, req.v3_and_below_topics, verify_only=False)
+        errors = {tp: for_version(code, version, FENCED_SINCE) for tp, code in errors.items()}
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors))
+    results = []
+    for txn in req.transactions:
+        errors = _results(state, coord, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+                          verify_only=txn.verify_only)
+        results.append(Result(transactional_id=txn.transactional_id,
+                              topic_results=_topic_results(errors, Result.AddPartitionsToTxnTopicResult)))
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)

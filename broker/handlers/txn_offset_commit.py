@@ -1,0 +1,67 @@
+"""TxnOffsetCommit: offsets committed inside a transaction. They stay pending in the group
+coordinator until the transaction's marker reaches the group's `__consumer_offsets` partition.
+
+Checked in Kafka's order: unknown partitions; then (KIP-890) that the group's partition is in the
+producer's open transaction at this epoch (AddOffsetsToTxn put it there), with the verification
+errors mapped as Kafka maps them for TxnOffsetCommit (fenced -> INVALID_PRODUCER_EPOCH, not in the
+transaction -> INVALID_TXN_STATE before v4); then the group coordinator (KIP-447 generation/member
+checks, the transactional write of the offsets)."""
+from __future__ import annotations
+
+import logging
+
+import kafka.errors as ke
+from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+from ...coordinator.txn_coordinator import GROUP_TOPIC, TRANSACTION_ABORTABLE
+from ..context import RequestContext
+from ..registry import handles
+from .txn_common import INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION, unknown_partitions
+
+log = logging.getLogger(__name__)
+
+TopicResponse = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+PartitionResponse = TopicResponse.TxnOffsetCommitResponsePartition
+ABORTABLE_SINCE = 4
+
+
+def _verification_error(code: int, version: int) -> int:
+    if code == PRODUCER_FENCED:
+        return INVALID_PRODUCER_EPOCH
+    if code == TRANSACTION_ABORTABLE and version < ABORTABLE_SINCE:
+        return ke.InvalidTxnStateError.errno
+    return code
+
+
+def _response(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in errors.items():
+        by_topic.setdefault(topic, []).append(PartitionResponse(partition_index=p, error_code=code))
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[TopicResponse(name=t, partitions=ps)
+                                                               for t, ps in by_topic.items()])
+
+
+@handles(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4)
+async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    state = ctx.broker
+    version = ctx.api_version
+    rows = [(t.name, p.partition_index, p.committed_offset,
+             p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata)
+            for t in req.topics for p in t.partitions]
+    unknown = unknown_partitions(state, [(t, p) for t, p, *_ in rows])
+    errors: dict[tuple[str, int], int] = {(t, p): UNKNOWN_TOPIC_OR_PARTITION for t, p in unknown}
+    known = [r for r in rows if (r[0], r[1]) not in unknown]
+    if known:
+        group_tp = (GROUP_TOPIC, state.txns.group_partition(req.group_id))
+        code = state.txns.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                            [group_tp])[group_tp]
+        if code:
+            errors.update({(t, p): _verification_error(code, version) for t, p, *_ in known})
+        else:
+            errors.update(state.groups.commit_transactional_offsets(
+                group_id=req.group_id, producer_id=req.producer_id, producer_epoch=req.producer_epoch,
+                generation_id=req.generation_id if version >= 3 else -1,
+                member_id=req.member_id if version >= 3 else "",
+                group_instance_id=req.group_instance_id if version >= 3 else None,
+                partitions=known))
+    return _response(errors)

@@ -1,0 +1,29 @@
+"""WriteTxnMarkers: append COMMIT/ABORT markers as a coordinator would (the in-process coordinator uses
+the same path). Per partition: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH for a marker older
+than the producer's epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch."""
+from __future__ import annotations
+
+from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+from ..context import RequestContext
+from ..registry import handles
+
+MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
+TopicResult = MarkerResult.WritableTxnMarkerTopicResult
+PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
+
+
+@handles(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2)
+async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    writer = ctx.broker.txns.markers
+    markers = []
+    for m in req.markers:
+        topics = []
+        for t in m.topics:
+            parts = [PartitionResult(partition_index=p,
+                                     error_code=writer.write(t.name, p, m.producer_id, m.producer_epoch,
+                                                             m.transaction_result, m.coordinator_epoch))
+                     for p in t.partition_indexes]
+            topics.append(TopicResult(name=t.name, partitions=parts))
+        markers.append(MarkerResult(producer_id=m.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(markers=markers)

@@ -1,0 +1,221 @@
+"""`__transaction_state`: the partitions holding every transactional id's metadata, and the cache
+rebuilt from them (Kafka's TransactionStateManager).
+
+- The topic is internal and compacted, `transaction.state.log.num.partitions` partitions (50), created
+  lazily the first time a client uses transactions, so an idle broker starts without it.
+- A transactional id lives in partition `Utils.abs(javaHashCode(id)) % N`.
+- On start, existing partitions are replayed in the background (the listener is already open):
+  requests for an id whose partition is still loading get COORDINATOR_LOAD_IN_PROGRESS.
+- `persist` writes one transition (key = id, value = TransactionLogValue, or a tombstone for an
+  expired id) with AppendOrigin.COORDINATOR and only then applies it to the cached metadata: a state
+  change is durable before any answer depends on it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, Iterator
+
+import kafka.errors as ke
+
+from minikafka.protocol.record_batch import iter_headers
+from minikafka.storage.producer_state import AppendOrigin
+
+from .partitioning import partition_for
+from .txn_log import TxnLogFormatError, decode_key, decode_value, encode_batch, encode_key, encode_value, iter_records
+from .txn_state import TxnMetadata, TxnState, TxnTransit
+
+log = logging.getLogger(__name__)
+
+TXN_TOPIC = "__transaction_state"
+LOAD_READ_BYTES = 5 * 1024 * 1024  # transaction.state.log.load.buffer.size
+COORDINATOR_LEADER_EPOCH = 0  # one broker leads every partition, forever, in epoch 0
+
+
+class CoordinatorUnavailable(Exception):
+    """The coordinator cannot serve this id now: `errno` is COORDINATOR_NOT_AVAILABLE,
+    COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
+
+    def __init__(self, errno: int, message: str = "") -> None:
+        super().__init__(message or ke.for_code(errno).__name__)
+        self.errno = errno
+
+
+class TxnStateManager:
+    def __init__(self, catalog: Any, num_partitions: int, segment_bytes: int, min_isr: int = 1,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.catalog = catalog
+        self.configured_partitions = num_partitions
+        self.segment_bytes = segment_bytes
+        self.min_isr = min_isr
+        self.clock = clock
+        self.coordinator_epoch = COORDINATOR_LEADER_EPOCH
+        self.cache: dict[int, dict[str, TxnMetadata]] = {}
+        self.loading: set[int] = set()
+        self.load_task: asyncio.Task | None = None
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # ---------------------------------------------------------------- topic
+
+    @property
+    def num_partitions(self) -> int:
+        info = self.catalog.get(TXN_TOPIC)
+        return info.partitions if info is not None else self.configured_partitions
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def topic_exists(self) -> bool:
+        return self.catalog.get(TXN_TOPIC) is not None
+
+    def ensure_topic(self) -> None:
+        """Create `__transaction_state` on first transactional use (Kafka auto-creates it from
+        FindCoordinator); a new topic has nothing to load."""
+        if self.topic_exists():
+            return
+        t0 = time.monotonic()
+        self.catalog.create(TXN_TOPIC, self.configured_partitions, 1, {
+            "cleanup.policy": "compact", "compression.type": "uncompressed",
+            "segment.bytes": str(self.segment_bytes), "min.insync.replicas": str(self.min_isr),
+        }, internal=True)
+        for p in range(self.configured_partitions):
+            self.cache.setdefault(p, {})
+        log.info("created %s with %d partitions in %.0f ms", TXN_TOPIC, self.configured_partitions,
+                 (time.monotonic() - t0) * 1000)
+
+    # ---------------------------------------------------------------- loading
+
+    def start_loading(self, on_loaded: Callable[[int, list[TxnMetadata]], None]) -> None:
+        """Replay every existing partition in a background task; `on_loaded(partition, metadata)` runs as
+        each one becomes available (the coordinator finishes its prepared transactions there)."""
+        if not self.topic_exists():
+            return
+        n = self.num_partitions
+        self.loading = set(range(n))
+        self.load_task = asyncio.get_running_loop().create_task(self._load_all(n, on_loaded))
+
+    async def _load_all(self, n: int, on_loaded: Callable[[int, list[TxnMetadata]], None]) -> None:
+        t0 = time.monotonic()
+        total = 0
+        for p in range(n):
+            await asyncio.sleep(0)  # let requests in between partitions
+            try:
+                loaded = self.load_partition(p)
+            except Exception:
+                log.exception("loading %s-%d failed; its transactional ids stay unavailable", TXN_TOPIC, p)
+                continue
+            self.cache[p] = loaded
+            self.loading.discard(p)
+            total += len(loaded)
+            try:
+                on_loaded(p, list(loaded.values()))
+            except Exception:
+                log.exception("completing loaded transactions of %s-%d failed", TXN_TOPIC, p)
+        log.info("loaded %d transactional ids from %d partitions of %s in %.0f ms", total, n, TXN_TOPIC,
+                 (time.monotonic() - t0) * 1000)
+
+    def load_partition(self, partition: int) -> dict[str, TxnMetadata]:
+        """The latest record of every id in one partition (tombstones remove)."""
+        plog = self.catalog.partition_log(TXN_TOPIC, partition)
+        loaded: dict[str, TxnMetadata] = {}
+        if plog is None:
+            return loaded
+        for offset, key, value in self._records(plog):
+            try:
+                txn_id = decode_key(key) if key is not None else None
+                if txn_id is None:
+                    continue
+                if value is None:
+                    loaded.pop(txn_id, None)
+                    continue
+                transit = decode_value(value)
+            except (TxnLogFormatError, UnicodeDecodeError) as exc:
+                log.warning("skipping undecodable record at %s-%d offset %d: %s", TXN_TOPIC, partition, offset, exc)
+                continue
+            loaded[txn_id] = TxnMetadata.from_transit(txn_id, transit)
+        return loaded
+
+    @staticmethod
+    def _records(plog: Any) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        while offset < end:
+            chunk = plog.read(offset, LOAD_READ_BYTES)
+            if not chunk:
+                break
+            last = offset
+            for pos, header in iter_headers(chunk):
+                last = header.last_offset
+                if header.last_offset < offset:
+                    continue
+                for rec in iter_records(chunk[pos:pos + header.size]):
+                    if rec[0] >= offset:
+                        yield rec
+            if last < offset:
+                break
+            offset = last + 1
+
+    # ---------------------------------------------------------------- access
+
+    def _partition_cache(self, transactional_id: str) -> dict[str, TxnMetadata]:
+        if not self.topic_exists():
+            raise CoordinatorUnavailable(ke.CoordinatorNotAvailableError.errno)
+        p = self.partition_for(transactional_id)
+        if p in self.loading:
+            raise CoordinatorUnavailable(ke.CoordinatorLoadInProgressError.errno)
+        cache = self.cache.get(p)
+        if cache is None:
+            raise CoordinatorUnavailable(ke.NotCoordinatorError.errno)
+        return cache
+
+    def get(self, transactional_id: str) -> TxnMetadata | None:
+        """The id's metadata, None if unknown; raises CoordinatorUnavailable."""
+        return self._partition_cache(transactional_id).get(transactional_id)
+
+    def put_if_absent(self, meta: TxnMetadata) -> TxnMetadata:
+        return self._partition_cache(meta.transactional_id).setdefault(meta.transactional_id, meta)
+
+    def all_metadata(self) -> Iterator[TxnMetadata]:
+        for p, cache in list(self.cache.items()):
+            if p not in self.loading:
+                yield from list(cache.values())
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self.loading)
+
+    # ---------------------------------------------------------------- persistence
+
+    def persist(self, meta: TxnMetadata, transit: TxnTransit) -> None:
+        """Write a prepared transition to the id's partition, then apply it. Dead writes a tombstone and
+        removes the id. On failure the pending transition is dropped and the exception propagates."""
+        txn_id = meta.transactional_id
+        p = self.partition_for(txn_id)
+        plog = self.catalog.partition_log(TXN_TOPIC, p)
+        try:
+            if plog is None:
+                raise CoordinatorUnavailable(ke.NotCoordinatorError.errno, f"{TXN_TOPIC}-{p} is not hosted here")
+            value = None if transit.state is TxnState.DEAD else encode_value(transit)
+            batch = encode_batch([(encode_key(txn_id), value)], self.now_ms())
+            plog.append(batch, leader_epoch=COORDINATOR_LEADER_EPOCH, origin=AppendOrigin.COORDINATOR)
+        except BaseException:
+            meta.abort_transition()
+            raise
+        if transit.state is TxnState.DEAD:
+            meta.abort_transition()
+            cache = self.cache.get(p)
+            if cache is not None and cache.get(txn_id) is meta:
+                del cache[txn_id]
+        else:
+            meta.complete_transition(transit)
+
+    async def stop(self) -> None:
+        if self.load_task is not None and not self.load_task.done():
+            self.load_task.cancel()
+            try:
+                await self.load_task
+            except (asyncio.CancelledError, Exception):
+                pass
