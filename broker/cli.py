@@ -1,4 +1,5 @@
-"""`minikafka` command line: `serve` runs the broker; `topics` manages topics over the wire."""
+"""`minikafka` command line: `serve` runs the broker; `topics` manages topics over the wire;
+`transactions` / `producers` inspect transactions and abort hanging ones (broker/txn_cli.py)."""
 from __future__ import annotations
 
 import argparse
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     topics.add_argument("--replication-factor", type=int, default=1)
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
     topics.set_defaults(fn=cmd_topics)
+    from .txn_cli import add_parsers as add_txn_parsers
+    add_txn_parsers(sub)  # transactions list|describe|abort, producers describe
     args = parser.parse_args(argv)
     if args.command == "topics" and args.action in ("create", "delete", "alter") and not args.topic:
         parser.error(f"topics {args.action} needs a topic name")
