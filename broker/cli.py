@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     topics.set_defaults(fn=cmd_topics)
     from .txn_cli import add_parsers as add_txn_parsers
     add_txn_parsers(sub)  # transactions list|describe|abort, producers describe
+    from .groups_cli import add_parsers as add_group_parsers
+    add_group_parsers(sub)  # groups list|describe
     args = parser.parse_args(argv)
     if args.command == "topics" and args.action in ("create", "delete", "alter") and not args.topic:
         parser.error(f"topics {args.action} needs a topic name")
