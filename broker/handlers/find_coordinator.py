@@ -1,8 +1,9 @@
 """FindCoordinator: this broker coordinates every group and transactional id.
 
 Advertised from the core on because clients key features on it (librdkafka enables LZ4 only when
-the broker lists FindCoordinator). A GROUP lookup creates `__consumer_offsets` on first use, as
-Kafka does (Kafka answers COORDINATOR_NOT_AVAILABLE meanwhile; creation here is synchronous).
+the broker lists FindCoordinator). A GROUP lookup creates `__consumer_offsets` and a TRANSACTION
+lookup `__transaction_state` on first use, as Kafka does (Kafka answers COORDINATOR_NOT_AVAILABLE
+meanwhile; creation here is synchronous).
 """
 from __future__ import annotations
 
