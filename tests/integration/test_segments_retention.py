@@ -139,7 +139,10 @@ def test_retention_bytes_deletes_oldest_whole_segments(broker_factory):
     values = _produce(broker.bootstrap, topic, 300)
 
     def settled() -> bool:
-        sizes = [f.stat().st_size for f in _segment_files(broker, topic)]
+        try:
+            sizes = [f.stat().st_size for f in _segment_files(broker, topic)]
+        except FileNotFoundError:
+            return False  # retention removed a segment between listing and stat: look again
         return sum(sizes) - sizes[0] < retention  # no further segment is deletable
 
     wait_until(settled, timeout=15, what="retention.bytes to delete old segments")
