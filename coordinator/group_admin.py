@@ -1,0 +1,109 @@
+"""Group administration, a part of GroupCoordinator: ListGroups, DescribeGroups, DeleteGroups."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import kafka.errors as ke
+
+from .group_errors import (
+    APPEND_ERRORS_GROUP,
+    COORDINATOR_LOAD_IN_PROGRESS,
+    NONE,
+    AppendFailed,
+)
+from .group_metadata import ClassicGroup, GroupError, GroupState, group_error
+from .group_records import GroupMetadataKey, OffsetCommitKey, encode_group_metadata_key, encode_offset_commit_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[MemberDescription]
+
+
+# KafkaApis/GroupMetadataManager: how a failed append of coordinator records is reported
+class GroupAdmin:
+    """Mixin of GroupCoordinator (which provides groups, the offset store and record writes)."""
+
+    # ============================================================== administration
+
+    def list_groups(self, states: set[str], types: set[str]) -> tuple[int, list[ClassicGroup]]:
+        states = {s.lower() for s in states}
+        types = {t.lower() for t in types}
+        out = []
+        for group in self.groups.values():
+            if self.partition_for(group.group_id) in self._loading or group.is_in(GroupState.DEAD):
+                continue
+            if states and group.state.value.lower() not in states:
+                continue
+            if types and "classic" not in types:
+                continue
+            out.append(group)
+        return (COORDINATOR_LOAD_IN_PROGRESS if self._loading else NONE), out
+
+    def describe_group(self, group_id: str) -> GroupDescription | None:
+        """None if the group does not exist; raises GroupError while its partition loads."""
+        if self.topic_exists:
+            self._check_partition(group_id)
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return None
+        stable = group.is_in(GroupState.STABLE)
+        members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                     m.metadata(group.protocol_name) if stable else b"",
+                                     m.assignment if stable else b"")
+                   for m in group.members.values()]
+        return GroupDescription(group.group_id, group.state.value, group.protocol_type or "",
+                                (group.protocol_name or "") if stable else "", members)
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        results: dict[str, int] = {}
+        for group_id in group_ids:
+            try:
+                if not self.topic_exists:
+                    raise group_error(ke.GroupIdNotFoundError)
+                self._check_partition(group_id)
+                group = self.groups.get(group_id)
+                if group is None or group.is_in(GroupState.DEAD):
+                    raise group_error(ke.GroupIdNotFoundError)
+                if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE,
+                               GroupState.COMPLETING_REBALANCE):
+                    raise group_error(ke.NonEmptyGroupError)
+                self._delete_group(group)
+                results[group_id] = NONE
+            except GroupError as exc:
+                results[group_id] = exc.errno
+            except AppendFailed as exc:
+                results[group_id] = exc.errno
+        return results
+
+    def _delete_group(self, group: ClassicGroup) -> None:
+        gid = group.group_id
+        records: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_commit_key(OffsetCommitKey(gid, t, p)), None) for t, p, _ in self.offsets.partitions(gid)]
+        records.append((encode_group_metadata_key(GroupMetadataKey(gid)), None))
+        self._append(gid, records, APPEND_ERRORS_GROUP)
+        self.offsets.delete_group(gid)
+        self._remove_group(group)
+
+    def _remove_group(self, group: ClassicGroup) -> None:
+        group.transition_to(GroupState.DEAD, self._now_ms())
+        self.groups.pop(group.group_id, None)
+        self._cancel(self._join_key(group.group_id))
+        self._cancel(self._sync_key(group.group_id))

@@ -1,0 +1,287 @@
+"""Committed offsets, a part of GroupCoordinator: OffsetCommit, TxnOffsetCommit (staged until the
+transaction marker), OffsetFetch, OffsetDelete and offsets retention — Kafka's OffsetMetadataManager."""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import kafka.errors as ke
+
+from .group_errors import (
+    APPEND_ERRORS_COMMIT,
+    APPEND_ERRORS_GROUP,
+    GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
+    ILLEGAL_GENERATION,
+    NONE,
+    NON_EMPTY_GROUP,
+    OFFSET_METADATA_TOO_LARGE,
+    UNSTABLE_OFFSET_COMMIT,
+    AppendFailed,
+)
+from .group_metadata import ClassicGroup, GroupError, GroupState, group_error
+from .group_offsets import OffsetAndMetadata
+from .group_records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_group_metadata_key,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+
+log = logging.getLogger(__name__)
+
+
+class GroupOffsets:
+    """Mixin of GroupCoordinator (which provides config, groups, the offset store and record writes)."""
+
+    # ============================================================== offsets
+
+    def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                       retention_time_ms: int, api_version: int,
+                       partitions: list[tuple[str, int, int, int, str | None]]) -> dict[tuple[str, int], int]:
+        """Per (topic, partition) error for (topic, partition, offset, leader epoch, metadata) commits of
+        existing partitions (the handler answers unknown ones itself, as KafkaApis does)."""
+        def fail(code: int) -> dict[tuple[str, int], int]:
+            return {(t, p): code for t, p, *_ in partitions}
+
+        try:
+            self._check_partition(group_id, create=True)
+        except GroupError as exc:
+            return fail(exc.errno)
+        except Exception as exc:
+            return fail(self._error_code(exc))
+        group = self.groups.get(group_id)
+        created = False
+        try:
+            if group is None:
+                if generation_id >= 0:
+                    # v9+ says so; older versions keep the historical ILLEGAL_GENERATION
+                    return fail(GROUP_ID_NOT_FOUND if api_version >= 9 else ILLEGAL_GENERATION)
+                group, created = ClassicGroup(group_id, GroupState.EMPTY, now_ms=self._now_ms()), True
+            else:
+                self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        except GroupError as exc:
+            return fail(exc.errno)
+        if generation_id >= 0 and member_id in group.members:
+            self._reschedule_heartbeat(group, group.members[member_id])
+        now = self._now_ms()
+        expire = now + retention_time_ms if retention_time_ms is not None and retention_time_ms >= 0 else -1
+        results: dict[tuple[str, int], int] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        values: list[tuple[str, int, OffsetAndMetadata]] = []
+        max_meta = self.config.offset_metadata_max_bytes
+        for topic, partition, offset, leader_epoch, metadata in partitions:
+            if metadata is not None and len(metadata) > max_meta:
+                results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetCommitValue(offset, metadata or "", now, leader_epoch, expire)
+            records.append((encode_offset_commit_key(OffsetCommitKey(group_id, topic, partition)),
+                            encode_offset_commit_value(value)))
+            values.append((topic, partition, OffsetAndMetadata(offset, leader_epoch, metadata or "", now, expire)))
+            results[(topic, partition)] = NONE
+        if records:
+            try:
+                base = self._append(group_id, records, APPEND_ERRORS_COMMIT)
+            except AppendFailed as exc:
+                return {tp: (exc.errno if code == NONE else code) for tp, code in results.items()}
+            if created:
+                self.groups[group_id] = group
+            for i, (topic, partition, value) in enumerate(values):
+                self.offsets.put(group_id, topic, partition, _with_record_offset(value, base + i))
+        return results
+
+    def commit_transactional_offsets(self, *, group_id: str, producer_id: int, producer_epoch: int,
+                                     generation_id: int, member_id: str, group_instance_id: str | None,
+                                     partitions: list[tuple[str, int, int, int, str | None]]
+                                     ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: offsets written in a transactional batch of the producer and staged until its
+        COMMIT/ABORT marker reaches the group's partition (`replay_marker`). Same arguments and result
+        as commit_offsets; the transaction coordinator has already checked the producer."""
+        def fail(code: int) -> dict[tuple[str, int], int]:
+            return {(t, p): code for t, p, *_ in partitions}
+
+        try:
+            self._check_partition(group_id, create=True)
+        except GroupError as exc:
+            return fail(exc.errno)
+        except Exception as exc:
+            return fail(self._error_code(exc))
+        group = self.groups.get(group_id)
+        created = False
+        try:
+            if group is None:
+                if generation_id >= 0:
+                    return fail(ILLEGAL_GENERATION)
+                group, created = ClassicGroup(group_id, GroupState.EMPTY, now_ms=self._now_ms()), True
+            else:
+                self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=True)
+        except GroupError as exc:
+            return fail(exc.errno)
+        now = self._now_ms()
+        results: dict[tuple[str, int], int] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        values: list[tuple[str, int, OffsetAndMetadata]] = []
+        for topic, partition, offset, leader_epoch, metadata in partitions:
+            if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
+                results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+                continue
+            records.append((encode_offset_commit_key(OffsetCommitKey(group_id, topic, partition)),
+                            encode_offset_commit_value(OffsetCommitValue(offset, metadata or "", now, leader_epoch))))
+            values.append((topic, partition, OffsetAndMetadata(offset, leader_epoch, metadata or "", now)))
+            results[(topic, partition)] = NONE
+        if records:
+            try:
+                base = self._append(group_id, records, APPEND_ERRORS_COMMIT, producer_id=producer_id,
+                                    producer_epoch=producer_epoch, transactional=True)
+            except AppendFailed as exc:
+                return {tp: (exc.errno if code == NONE else code) for tp, code in results.items()}
+            if created:
+                self.groups[group_id] = group
+            for i, (topic, partition, value) in enumerate(values):
+                self.offsets.stage_transactional(producer_id, group_id, topic, partition,
+                                                 _with_record_offset(value, base + i))
+        return results
+
+    def _validate_offset_commit(self, group: ClassicGroup, member_id: str, instance_id: str | None,
+                                generation_id: int, transactional: bool = False) -> None:
+        """Kafka's ClassicGroup.validateOffsetCommit."""
+        if group.is_in(GroupState.DEAD):
+            raise group_error(ke.CoordinatorNotAvailableError)
+        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return  # admin client or a consumer without group management
+        if generation_id >= 0 or member_id or instance_id is not None:
+            group.validate_member(member_id, instance_id)
+            if generation_id != group.generation_id:
+                raise group_error(ke.IllegalGenerationError)
+        elif not transactional and not group.is_in(GroupState.EMPTY):
+            raise group_error(ke.UnknownMemberIdError)
+        if not transactional and group.is_in(GroupState.COMPLETING_REBALANCE):
+            raise group_error(ke.RebalanceInProgressError)
+
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+                      ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]); topics None = all."""
+        if self.topic_exists:
+            try:
+                self._check_partition(group_id)
+            except GroupError as exc:
+                return exc.errno, []
+        group = self.groups.get(group_id)
+        known = group is not None and not group.is_in(GroupState.DEAD)
+        out: list[tuple[str, list[tuple[int, int, int, str, int]]]] = []
+        if topics is None:
+            if not known:
+                return NONE, []
+            for topic, parts in self.offsets.group_offsets(group_id).items():
+                rows = []
+                for partition, value in sorted(parts.items()):
+                    rows.append(self._fetch_row(group_id, topic, partition, value, require_stable))
+                out.append((topic, rows))
+            return NONE, out
+        for topic, partitions in topics:
+            rows = []
+            for partition in partitions:
+                value = self.offsets.get(group_id, topic, partition) if known else None
+                rows.append(self._fetch_row(group_id, topic, partition, value, require_stable))
+            out.append((topic, rows))
+        return NONE, out
+
+    def _fetch_row(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None,
+                   require_stable: bool) -> tuple[int, int, int, str, int]:
+        if require_stable and self.offsets.has_pending(group_id, topic, partition):
+            return partition, -1, -1, "", UNSTABLE_OFFSET_COMMIT
+        if value is None:
+            return partition, -1, -1, "", NONE
+        return partition, value.offset, value.leader_epoch, value.metadata, NONE
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete for existing partitions: (group error, per-partition errors)."""
+        if not self.topic_exists:
+            return GROUP_ID_NOT_FOUND, {}
+        try:
+            self._check_partition(group_id)
+        except GroupError as exc:
+            return exc.errno, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return GROUP_ID_NOT_FOUND, {}
+        if (group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
+                and not group.uses_consumer_protocol()):
+            return NON_EMPTY_GROUP, {}
+        results: dict[tuple[str, int], int] = {}
+        doomed: list[tuple[str, int]] = []
+        for topic, partition in partitions:
+            if group.is_subscribed_to(topic):
+                results[(topic, partition)] = GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            results[(topic, partition)] = NONE
+            if self.offsets.get(group_id, topic, partition) is not None:
+                doomed.append((topic, partition))
+        if doomed:
+            try:
+                self._append(group_id, [(encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None)
+                                        for t, p in doomed], APPEND_ERRORS_GROUP)
+            except AppendFailed as exc:
+                return exc.errno, {}
+            for t, p in doomed:
+                self.offsets.delete(group_id, t, p)
+        return NONE, results
+
+    # ============================================================== retention
+
+    def expire_offsets(self) -> int:
+        """Kafka's offset retention pass: tombstones for expired offsets; empty groups whose offsets
+        all expired are deleted. Returns the number of offsets removed."""
+        now = self._now_ms()
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for group_id in sorted(set(self.groups) | set(self.offsets.groups())):
+            if self.partition_for(group_id) in self._loading:
+                continue
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            base = self._expiration_base(group)
+            if base is None:
+                continue
+            expired, all_expired = self.offsets.expired(group_id, now, retention, base, group.is_subscribed_to)
+            records: list[tuple[bytes, bytes | None]] = [
+                (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
+            delete_group = all_expired and group.is_in(GroupState.EMPTY)
+            if delete_group:
+                records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
+            if not records:
+                continue
+            try:
+                self._append(group_id, records, APPEND_ERRORS_GROUP)
+            except AppendFailed:
+                continue
+            for t, p in expired:
+                self.offsets.delete(group_id, t, p)
+            removed += len(expired)
+            if expired:
+                log.info("group %s: removed %d expired offsets", group_id, len(expired))
+            if delete_group:
+                log.info("group %s: empty with no offsets left, deleted", group_id)
+                self._remove_group(group)
+        return removed
+
+    @staticmethod
+    def _expiration_base(group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:
+        """Kafka's ClassicGroup.offsetExpirationCondition: what an offset's age is measured from."""
+        if group.protocol_type:
+            if group.is_in(GroupState.EMPTY):
+                ts = group.state_timestamp
+                return (lambda v: ts) if ts is not None and ts >= 0 else (lambda v: v.commit_timestamp)
+            if (group.uses_consumer_protocol() and group.subscribed_topics is not None
+                    and group.is_in(GroupState.STABLE)):
+                return lambda v: v.commit_timestamp
+            return None
+        return lambda v: v.commit_timestamp
+
+
+def _with_record_offset(value: OffsetAndMetadata, record_offset: int) -> OffsetAndMetadata:
+    return OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+                             value.expire_timestamp, record_offset)
