@@ -9,6 +9,7 @@ transaction is still open when loading ends).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -112,5 +113,10 @@ def start_loading(coordinator: GroupCoordinator, catalog: Any) -> asyncio.Task |
     info = catalog.get(OFFSETS_TOPIC)
     if info is None:
         return None
+    if info.partitions != coordinator.config.num_partitions:
+        # groups map onto the partitions the topic has (offsets.topic.num.partitions only applies at creation)
+        log.info("%s has %d partitions (offsets.topic.num.partitions=%d): using the topic's count", OFFSETS_TOPIC,
+                 info.partitions, coordinator.config.num_partitions)
+        coordinator.config = dataclasses.replace(coordinator.config, num_partitions=info.partitions)
     coordinator.mark_loading(range(coordinator.config.num_partitions))
     return asyncio.create_task(load_all(coordinator, catalog))

@@ -302,6 +302,13 @@ class RawMember:
 
         wait_until(lambda: self.client.request(FindCoordinatorRequest(key=self.group, key_type=0), 3).error_code == 0,
                    timeout=timeout, interval=0.2, what="FindCoordinator")
+        # Kafka may still be loading or electing the group's __consumer_offsets partition
+        # (COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR for a moment)
+        from kafka.protocol.consumer import OffsetFetchRequest
+
+        probe = OffsetFetchRequest(group_id=self.group, topics=None, require_stable=False)
+        wait_until(lambda: self.client.request(probe, 7).error_code not in (14, 15, 16), timeout=timeout,
+                   interval=0.2, what="the group coordinator to be ready")
 
     def join(self, version: int = 5):
         from kafka.protocol.consumer import JoinGroupRequest

@@ -253,3 +253,13 @@ def test_offsets_retention(catalog):
         assert gc.expire_offsets() == 1 and "s" not in gc.groups
         gc.close()
     asyncio.run(run())
+
+
+def test_partition_count_comes_from_the_existing_topic(catalog):
+    async def run():
+        catalog.create("__consumer_offsets", 3, 1, {}, internal=True)
+        gc = coordinator(catalog, num_partitions=7)
+        await start_loading(gc, catalog)
+        assert gc.config.num_partitions == 3 and all(0 <= gc.partition_for(f"g{i}") < 3 for i in range(50))
+        gc.close()
+    asyncio.run(run())
