@@ -3,7 +3,7 @@
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: run test setup setup-test bench clean kafka-lab kafka-lab-run
+.PHONY: run test setup setup-test bench clean kafka-lab kafka-lab-run spark-jars
 
 setup:
 	scripts/setup.sh
@@ -16,13 +16,18 @@ run: setup
 
 # The whole suite against minikafka, then the black-box suites again against Apache Kafka (the
 # oracle): every semantic test must hold for both. Tests of minikafka internals are deselected there.
-test: setup-test kafka-lab
+test: setup-test kafka-lab spark-jars
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --broker=kafka tests/integration $(PYTEST_ARGS)
 
 # Apache Kafka (KRaft, one node) from Maven Central jars, cached in ~/.cache/minikafka: the oracle.
 kafka-lab:
 	python3 scripts/apache_kafka.py fetch
+
+# Spark's Kafka connector (spark-sql-kafka-0-10 at the pinned pyspark version) + its runtime deps, cached
+# in ~/.cache/minikafka/spark-kafka-<version>/jars, for the Spark pipeline tests (README, "Spark").
+spark-jars:
+	python3 scripts/spark_jars.py fetch
 
 kafka-lab-run: kafka-lab
 	python3 scripts/apache_kafka.py run --port 9192

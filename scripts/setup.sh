@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh machine: a virtualenv with the project (and test extras), plus kcat.
 #   scripts/setup.sh          runtime only
-#   scripts/setup.sh test     runtime + test dependencies + kcat (Debian package)
+#   scripts/setup.sh test     runtime + test dependencies (incl. the `spark` extra) + kcat (Debian package)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -13,7 +13,7 @@ STAMP="$VENV/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${1:-run}"
 if [ ! -f "$STAMP" ]; then
   "$VENV/bin/pip" install -q --upgrade pip==26.3
   if [ "${1:-}" = "test" ]; then
-    "$VENV/bin/pip" install -q -e '.[test]'
+    "$VENV/bin/pip" install -q -e '.[test,spark]'
   else
     "$VENV/bin/pip" install -q -e .
   fi
