@@ -25,6 +25,7 @@ from typing import Callable, NamedTuple
 
 from minikafka.protocol.record_batch import (
     CONTROL_MASK,
+    InvalidRecordError,
     TIMESTAMP_TYPE_MASK,
     check_client_batch,
     compute_crc,
@@ -61,6 +62,15 @@ _EPOCH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
+
+
+def _check_keys(records: bytes | bytearray, pos: int, header, name: str) -> None:
+    """Kafka's LogValidator rule for compacted topics: every record needs a key. The one place the
+    append path looks at records (only for cleanup.policy=compact, where keys are the point)."""
+    from kafka.record.default_records import DefaultRecordBatch  # decodes every codec
+    batch = DefaultRecordBatch(bytes(memoryview(records)[pos:pos + header.size]))
+    if any(record.key is None for record in batch):
+        raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {name}.")
 
 
 class AppendInfo(NamedTuple):
@@ -255,9 +265,11 @@ class PartitionLog:
         """
         cfg = self._config
         headers = validate_batches(records)
-        for _pos, header in headers:
+        for pos, header in headers:
             if origin is AppendOrigin.CLIENT:
                 check_client_batch(header)
+                if cfg.compact_enabled:
+                    _check_keys(records, pos, header, self.dir.name)
             if header.size > cfg.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")

@@ -460,3 +460,20 @@ def test_stock_producer_works_after_bad_input(bad_broker):
     assert [e for e, _o in results] == [None] * 20
     assert sorted(o for _e, o in results) == list(range(20))
     _survives(bad_broker)
+
+
+@pytest.mark.parametrize("compression", [0, 1])
+def test_keyless_record_on_compacted_topic_is_invalid(bad_broker, compression):
+    """Kafka's LogValidator: 'Compacted topic cannot accept message without key' -> INVALID_RECORD (87);
+    keyed records are accepted."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    topic = f"bad-compacted-{compression}"
+    admin = AdminClient({"bootstrap.servers": bad_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(30)
+    with RawClient(bad_broker.bootstrap) as c:
+        _ready(c, topic)
+        keyless = build_batch([b"a", b"b"], keys=[b"k", None], compression=compression)
+        assert produce_raw(c, topic, keyless).error_code == INVALID_RECORD
+        keyed = build_batch([b"a", b"b"], keys=[b"k", b"j"], compression=compression)
+        assert produce_raw(c, topic, keyed).error_code == 0
+    _survives(bad_broker)
