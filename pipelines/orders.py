@@ -176,6 +176,7 @@ def spark_session(app: str = "minikafka-orders", master: str = "local[2,4]", con
     task is retried (up to 4 attempts) as on a cluster, instead of failing the job at once."""
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read by the JVM at launch (else: a warning)
     b = (SparkSession.builder.appName(app).master(master)
          .config("spark.jars", ",".join(connector_jars()))
          .config("spark.sql.shuffle.partitions", "2")

@@ -4,8 +4,8 @@ The reference pipeline (minikafka.pipelines.orders): transactional producers com
 and abort >= 20 % on purpose; a streaming query reads with kafka.isolation.level=read_committed and
 aggregates per customer; its output (parquet + a results topic written by Spark's Kafka sink) must equal
 the oracle computed from the committed events only. Plus: restart from the checkpoint mid-stream, kill -9
-of the broker under a running query, a read_uncommitted control run, and batch reads with explicit
-offsets / assign / subscribePattern.
+of the broker under a running query, a read_uncommitted control run, batch reads with explicit
+offsets / assign / subscribePattern, and failOnDataLoss after retention deleted unread segments.
 
 One SparkSession (local[2,4]) for the module; each test gets its own broker and topic. Needs the `spark`
 extra (pyspark) and the connector jars (`make spark-jars`); `-m "not spark"` deselects the file.
@@ -154,3 +154,59 @@ def test_broker_kill9_under_running_query(spark, broker_factory, tmp_path):
     rep = orders.check(spark, b.bootstrap, out, oracle)
     _assert_ok(rep)
     assert rep["events_counted"] == oracle["committed_events"]
+
+
+def test_fail_on_data_loss_after_retention_deleted_unread_segments(spark, broker_factory, tmp_path):
+    """The query stops at offset 30; retention then deletes segments beyond that. Restarted from its
+    checkpoint with failOnDataLoss=true the query fails (data loss reported); with failOnDataLoss=false
+    it carries on from the new log start offset and reads exactly what is left."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.helpers import RawClient, build_batch, confluent_watermarks, produce_raw
+
+    b = broker_factory(overrides={"log.retention.check.interval.ms": "200"})
+    topic = "retained"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "4000", "retention.bytes": "8000"})]
+                        )[topic].result(timeout=20)
+
+    def produce(first: int, n_batches: int) -> None:
+        with RawClient(b.bootstrap) as client:
+            for i in range(n_batches):
+                vals = [f"r{first + i * 10 + j:05d}".encode().ljust(100, b"x") for j in range(10)]
+                assert produce_raw(client, topic, build_batch(vals)).error_code == 0
+
+    seen: list[int] = []
+
+    def run(fail_on_data_loss: bool):
+        def collect(df, _batch_id):
+            seen.extend(r["offset"] for r in df.select("offset").collect())
+        q = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", b.bootstrap)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("failOnDataLoss", str(fail_on_data_loss).lower()).load()
+             .writeStream.option("checkpointLocation", str(tmp_path / "ckpt")).foreachBatch(collect)
+             .trigger(availableNow=True).start())
+        try:
+            q.awaitTermination(120)
+        except Exception as e:  # StreamingQueryException: the query failed
+            return e
+        return q.exception()
+
+    produce(0, 3)
+    assert run(True) is None and sorted(seen) == list(range(30))
+
+    produce(30, 30)  # 330 records: retention.bytes keeps only the last few segments
+    def settled() -> bool:
+        low, high = confluent_watermarks(b.bootstrap, topic, 0)
+        return high == 330 and low > 30
+    wait_until(settled, timeout=20, what="retention to delete the segments after offset 30")
+    time.sleep(0.6)  # nothing more is deletable: the log start stays put
+    low, _ = confluent_watermarks(b.bootstrap, topic, 0)
+
+    seen.clear()
+    err = run(True)
+    assert err is not None and "lost" in str(err).lower(), err
+    assert seen == []
+    err = run(False)
+    assert err is None, err
+    assert sorted(seen) == list(range(low, 330)), (low, sorted(seen)[:3])
