@@ -91,8 +91,9 @@ def describe(admin: AdminClient, topic: str) -> dict[str, tuple[str, int]]:
 def test_create_topic_shows_in_metadata(shared_broker):
     admin = new_admin(shared_broker)
     assert error_of(admin.create_topics([NewTopic("adm-created", 4, 1)])["adm-created"]) == 0
-    assert "adm-created" in topic_names(admin)
-    assert partition_count(shared_broker.bootstrap, "adm-created") == 4
+    # Apache Kafka answers CreateTopics before its metadata cache has the topic; minikafka at once
+    wait_until(lambda: "adm-created" in topic_names(admin), timeout=TIMEOUT, what="topic in metadata")
+    wait_until(lambda: partition_count(shared_broker.bootstrap, "adm-created") == 4, timeout=TIMEOUT, what="metadata to settle")
     md = admin.list_topics("adm-created", timeout=TIMEOUT).topics["adm-created"]
     assert sorted(md.partitions) == [0, 1, 2, 3]
     for p in md.partitions.values():
@@ -104,13 +105,13 @@ def test_create_topics_validate_only_creates_nothing(shared_broker):
     fs = admin.create_topics([NewTopic("adm-validate", 3, 1)], validate_only=True)
     assert error_of(fs["adm-validate"]) == 0
     assert "adm-validate" not in topic_names(admin)
-    assert partition_count(shared_broker.bootstrap, "adm-validate") == -ke.UnknownTopicOrPartitionError.errno
+    wait_until(lambda: partition_count(shared_broker.bootstrap, "adm-validate") == -ke.UnknownTopicOrPartitionError.errno, timeout=TIMEOUT, what="metadata to settle")
     # validation still reports errors
     fs = admin.create_topics([NewTopic("adm-validate", 3, 2)], validate_only=True)
     assert error_of(fs["adm-validate"]) == ke.InvalidReplicationFactorError.errno
     # and the name stays free for a real create
     assert error_of(admin.create_topics([NewTopic("adm-validate", 3, 1)])["adm-validate"]) == 0
-    assert partition_count(shared_broker.bootstrap, "adm-validate") == 3
+    wait_until(lambda: partition_count(shared_broker.bootstrap, "adm-validate") == 3, timeout=TIMEOUT, what="metadata to settle")
 
 
 def test_create_topic_replication_factor_2_is_invalid(shared_broker):
@@ -188,7 +189,7 @@ def test_delete_topic_then_produce_with_auto_create_off(broker_factory):
         assert (p.error_code, p.base_offset) == (0, 0)
     assert error_of(admin.delete_topics([topic])[topic]) == 0
     assert topic not in topic_names(admin)
-    assert partition_count(broker.bootstrap, topic) == -ke.UnknownTopicOrPartitionError.errno
+    wait_until(lambda: partition_count(broker.bootstrap, topic) == -ke.UnknownTopicOrPartitionError.errno, timeout=TIMEOUT, what="metadata to settle")
     with RawClient(broker.bootstrap) as client:
         p = produce_raw(client, topic, build_batch([b"c"]))
         assert p.error_code == ke.UnknownTopicOrPartitionError.errno
@@ -219,11 +220,11 @@ def test_create_partitions_increase_and_decrease(shared_broker):
     assert confluent_watermarks(bootstrap, topic, 4) == (0, 1)
     # validate_only does not change anything
     assert error_of(admin.create_partitions([NewPartitions(topic, 8)], validate_only=True)[topic]) == 0
-    assert partition_count(bootstrap, topic) == 5
+    wait_until(lambda: partition_count(bootstrap, topic) == 5, timeout=TIMEOUT, what="metadata to settle")
     # fewer or the same number of partitions: INVALID_PARTITIONS
     assert error_of(admin.create_partitions([NewPartitions(topic, 3)])[topic]) == ke.InvalidPartitionsError.errno
     assert error_of(admin.create_partitions([NewPartitions(topic, 5)])[topic]) == ke.InvalidPartitionsError.errno
-    assert partition_count(bootstrap, topic) == 5
+    wait_until(lambda: partition_count(bootstrap, topic) == 5, timeout=TIMEOUT, what="metadata to settle")
     missing = "adm-grow-missing"
     assert error_of(admin.create_partitions([NewPartitions(missing, 3)])[missing]) == \
         ke.UnknownTopicOrPartitionError.errno
@@ -378,7 +379,7 @@ def test_auto_create_on(broker_factory):
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce("adm-auto-producer", b"hello")
     assert producer.flush(TIMEOUT) == 0
-    assert partition_count(broker.bootstrap, "adm-auto-producer") == 3
+    wait_until(lambda: partition_count(broker.bootstrap, "adm-auto-producer") == 3, timeout=TIMEOUT, what="metadata to settle")
 
 
 def test_auto_create_off(broker_factory):
@@ -392,10 +393,10 @@ def test_auto_create_off(broker_factory):
     # explicit creation still works and uses the requested partition count
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert error_of(admin.create_topics([NewTopic("adm-noauto", 2, 1)])["adm-noauto"]) == 0
-    assert partition_count(broker.bootstrap, "adm-noauto") == 2
+    wait_until(lambda: partition_count(broker.bootstrap, "adm-noauto") == 2, timeout=TIMEOUT, what="metadata to settle")
     # num_partitions=-1 (broker default) is num.partitions
     assert error_of(admin.create_topics([NewTopic("adm-noauto-default", -1, -1)])["adm-noauto-default"]) == 0
-    assert partition_count(broker.bootstrap, "adm-noauto-default") == 3
+    wait_until(lambda: partition_count(broker.bootstrap, "adm-noauto-default") == 3, timeout=TIMEOUT, what="metadata to settle")
 
 
 # --- minikafka CLI -----------------------------------------------------------------------------
@@ -411,7 +412,7 @@ def test_cli_create_list_delete(shared_broker):
     topic = "adm-cli"
     r = cli(bootstrap, "create", topic, "--partitions", "3", "--config", "retention.ms=86400000")
     assert r.returncode == 0, r.stderr
-    assert partition_count(bootstrap, topic) == 3
+    wait_until(lambda: partition_count(bootstrap, topic) == 3, timeout=TIMEOUT, what="metadata to settle")
     assert describe(admin, topic)["retention.ms"] == ("86400000", DYNAMIC_TOPIC)
 
     r = cli(bootstrap, "list")
@@ -426,7 +427,7 @@ def test_cli_create_list_delete(shared_broker):
     r = cli(bootstrap, "delete", topic)
     assert r.returncode == 0, r.stderr
     assert topic not in cli(bootstrap, "list").stdout.split()
-    assert partition_count(bootstrap, topic) == -ke.UnknownTopicOrPartitionError.errno
+    wait_until(lambda: partition_count(bootstrap, topic) == -ke.UnknownTopicOrPartitionError.errno, timeout=TIMEOUT, what="metadata to settle")
 
 
 def test_cli_alter_partitions(shared_broker):
@@ -435,10 +436,10 @@ def test_cli_alter_partitions(shared_broker):
     assert cli(bootstrap, "create", topic, "--partitions", "2").returncode == 0
     r = cli(bootstrap, "alter", topic, "--partitions", "4")
     assert r.returncode == 0, r.stderr
-    assert partition_count(bootstrap, topic) == 4
+    wait_until(lambda: partition_count(bootstrap, topic) == 4, timeout=TIMEOUT, what="metadata to settle")
     r = cli(bootstrap, "alter", topic, "--partitions", "1")
     assert r.returncode != 0
-    assert partition_count(bootstrap, topic) == 4
+    wait_until(lambda: partition_count(bootstrap, topic) == 4, timeout=TIMEOUT, what="metadata to settle")
 
 
 def test_cli_describe(shared_broker):
