@@ -26,6 +26,11 @@ def test_dockerfile_mentions_the_steps_tested_here():
     assert "ENTRYPOINT [\"minikafka-entrypoint\"]" in dockerfile
     assert "docker/entrypoint.sh /usr/local/bin/minikafka-entrypoint" in dockerfile
     assert "USER minikafka" in dockerfile and "EXPOSE 9092" in dockerfile
+    # every source folder pyproject.toml maps into the package is copied into the image
+    import tomllib
+    package_dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for folder in {d.split("/")[0] for d in package_dirs.values()}:
+        assert re.search(rf"^COPY {re.escape(folder)} \./{re.escape(folder)}$", dockerfile, re.M), folder
 
 
 def test_installed_package_runs_through_entrypoint(tmp_path: Path):
