@@ -443,8 +443,7 @@ def _reference_lab():
 
 def test_snapshot_file_is_readable_by_kafka_dump_log(broker_factory):
     lab = _reference_lab()
-    if not lab.is_fetched():
-        pytest.skip("Apache Kafka jars not fetched (make kafka-lab)")
+    lab.fetch()  # idempotent; fails loudly (never skips) if Maven Central cannot be reached
     broker = broker_factory()
     topic = "idem-dump"
     create_topic(broker.bootstrap, topic)
