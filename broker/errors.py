@@ -5,7 +5,7 @@ import logging
 
 import kafka.errors as ke
 
-from ..protocol import record_batch
+from ..protocol import record_batch, record_validator
 from ..storage import errors as se
 from . import topic_catalog as tc
 
@@ -19,6 +19,8 @@ _MAPPING: list[tuple[type[BaseException], int]] = [
     (se.RecordBatchTooLargeError, ke.RecordListTooLargeError.errno),  # before its base class
     (se.RecordTooLargeError, ke.MessageSizeTooLargeError.errno),
     (record_batch.CorruptRecordError, ke.CorruptRecordError.errno),
+    (record_validator.InvalidTimestampError, ke.InvalidTimestampError.errno),  # before InvalidRecordError
+    (record_validator.UndecodableBatchError, UNKNOWN_SERVER_ERROR),  # as Kafka answers; not logged as a bug
     (record_batch.InvalidRecordError, ke.InvalidRecordError.errno),  # includes UnsupportedMagicError
     (record_batch.UnsupportedCompressionError, 76),  # UNSUPPORTED_COMPRESSION_TYPE
     (se.InvalidConfigError, ke.InvalidConfigurationError.errno),

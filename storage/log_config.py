@@ -34,6 +34,9 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     # Broker-level producer.id.expiration.ms (not a topic config: absent from the keys below).
     producer_id_expiration_ms: int = 86400000
+    # Broker-level minikafka.max.uncompressed.batch.bytes (not a topic config): the most a client batch
+    # may inflate to during validation. A deliberate bound Kafka does not have (issue 11).
+    max_uncompressed_batch_bytes: int = 64 * 1024 * 1024
     # Accepted and reported (DescribeConfigs) so stock tools can set them; storage ignores them.
     compression_type: str = "producer"
     delete_retention_ms: int = 86400000
@@ -46,7 +49,8 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     message_timestamp_difference_max_ms: int = LONG_MAX
     message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
+    # Kafka 4.x: log.message.timestamp.after.max.ms defaults to 1 hour (before: Long.MAX_VALUE)
+    message_timestamp_after_max_ms: int = 3600000
 
     @property
     def delete_enabled(self) -> bool:

@@ -3,8 +3,17 @@
 Idempotent batches are checked by the partition's producer state (storage/producer_state.py): a retry
 of one of the producer's last 5 batches is answered with no error and the original offsets (and, as
 Kafka does, the original batch timestamp as log_append_time_ms); sequence/epoch failures carry the
-log start offset, as Kafka's answers do."""
+log start offset, as Kafka's answers do.
+
+Every client batch passes record-level validation (protocol/record_validator.py, Kafka's LogValidator)
+before anything is stored; batches above OFFLOAD_VALIDATION_BYTES are validated in a worker thread so
+the event loop keeps serving other connections, then appended with `validated=True`. A refused batch
+is answered with Kafka's error code, `error_message` and, for per-record rules, `record_errors`.
+Produce never creates topics (Kafka auto-creates only on Metadata): unknown topic ->
+UNKNOWN_TOPIC_OR_PARTITION."""
 from __future__ import annotations
+
+import asyncio
 
 import kafka.errors as ke
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -15,7 +24,9 @@ from ...protocol.record_batch import (
     TRANSACTIONAL_MASK,
     check_produce_payload,
     parse_header,
+    validate_batches,
 )
+from ...protocol.record_validator import RecordValidationError, validate_client_batch
 from ...storage import errors as se
 from ..context import RequestContext
 from ..errors import error_code, error_message
@@ -29,36 +40,64 @@ PartitionResponse = TopicResponse.PartitionProduceResponse
 VALID_ACKS = (-1, 0, 1)
 # Append failures Kafka answers with the partition's log start offset (its generic append-error path)
 PRODUCER_STATE_ERRORS = (se.OutOfOrderSequenceError, se.InvalidProducerEpochError, se.InvalidTxnStateError)
+# Record-level validation of batches above this size runs in a worker thread (the loop stays responsive)
+OFFLOAD_VALIDATION_BYTES = 256 * 1024
+BatchError = PartitionResponse.BatchIndexAndErrorMessage
 
 
-def _error(index: int, code: int, message: str | None = None, log_start_offset: int = -1) -> PartitionResponse:
+def _error(index: int, code: int, message: str | None = None, log_start_offset: int = -1,
+           record_errors: list[tuple[int, str]] = ()) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                             log_start_offset=log_start_offset, record_errors=[], error_message=message)
+                             log_start_offset=log_start_offset, error_message=message,
+                             record_errors=[BatchError(batch_index=i, batch_index_error_message=m)
+                                            for i, m in record_errors])
 
 
-def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
-                      acks: int, version: int, transactional_id: str | None = None) -> PartitionResponse:
+def _validate(records: bytes, settings) -> None:
+    view = memoryview(records)
+    for pos, header in validate_batches(view):
+        validate_client_batch(view[pos:pos + header.size], header, settings)
+
+
+async def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
+                            acks: int, version: int, transactional_id: str | None = None) -> PartitionResponse:
     if acks not in VALID_ACKS:
         return _error(index, ke.InvalidRequiredAcksError.errno)
     if topic is None:
         return _error(index, ke.UnknownTopicIdError.errno)
     plog = state.catalog.partition_log(topic, index)
-    if plog is None and state.catalog.get(topic) is None and state.auto_create(topic) is not None:
-        plog = state.catalog.partition_log(topic, index)
     if plog is None:
         return _error(index, ke.UnknownTopicOrPartitionError.errno)
     if not records:
         return _error(index, ke.InvalidRecordError.errno, "empty record set")
     try:
         check_produce_payload(records, version)
-        if len(records) >= HEADER_SIZE and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:
-            # KIP-890: only into a partition of the producer's open transaction
+        transactional = len(records) >= HEADER_SIZE and bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK)
+
+        def unverified() -> PartitionResponse | None:
+            """KIP-890: only into a partition of the producer's open transaction."""
             header = parse_header(records)
             code, message = verify_transactional_produce(state, transactional_id, header.producer_id,
                                                          header.producer_epoch, topic, index, version)
-            if code:  # answered before the append: no log start offset, as Kafka does
-                return _error(index, code, message)
-        info = plog.append(records, leader_epoch=LEADER_EPOCH)
+            # answered before the append: no log start offset, as Kafka does
+            return _error(index, code, message) if code else None
+
+        if transactional and (refused := unverified()) is not None:
+            return refused
+        validated = False
+        # too large: append refuses it before looking inside (Kafka checks sizes before content)
+        if OFFLOAD_VALIDATION_BYTES < len(records) <= plog.config.max_message_bytes:
+            await asyncio.get_running_loop().run_in_executor(None, _validate, records, plog.validation_settings())
+            validated = True
+            # the world moved on while the thread validated: the partition may be gone, the
+            # transaction may have ended (a late batch must not land after its marker)
+            if state.catalog.partition_log(topic, index) is not plog:
+                return _error(index, ke.UnknownTopicOrPartitionError.errno)
+            if transactional and (refused := unverified()) is not None:
+                return refused
+        info = plog.append(records, leader_epoch=LEADER_EPOCH, validated=validated)
+    except RecordValidationError as exc:
+        return _error(index, error_code(exc), error_message(exc), record_errors=exc.record_errors)
     except PRODUCER_STATE_ERRORS as exc:
         return _error(index, error_code(exc), error_message(exc), plog.log_start_offset)
     except Exception as exc:
@@ -75,7 +114,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     responses = []
     for topic in req.topic_data:
         name = topic_name_for_id(state, topic.topic_id) if by_id else topic.name
-        parts = [produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version, req.transactional_id)
+        parts = [await produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version,
+                                         req.transactional_id)
                  for p in topic.partition_data]
         if by_id:
             responses.append(TopicResponse(topic_id=topic.topic_id, partition_responses=parts))

@@ -45,6 +45,7 @@ def _survives(broker, topic: str = "bad-input-canary") -> None:
     assert broker.alive(), broker.log_text()
     assert_broker_healthy(broker.bootstrap)
     with RawClient(broker.bootstrap) as client:
+        _ready(client, topic)  # Produce does not create topics (Kafka creates them on Metadata only)
         resp = produce_raw(client, topic, build_batch([b"still-alive"]))
         assert resp.error_code == 0, resp
         end = list_offset(client, topic, 0, -1)[1]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from minikafka.protocol.record_batch import iter_headers
-from tests.helpers import RawClient, build_batch, fetch_all, list_offset, produce_raw
+from tests.helpers import RawClient, build_batch, fetch_all, list_offset, metadata_raw, produce_raw
 
 BATCHES = 150
 PER_BATCH = 20
@@ -25,6 +25,7 @@ def _fill(broker, topic: str) -> list[bytes]:
     """Produce BATCHES batches of PER_BATCH records; returns the values in offset order."""
     sent: list[bytes] = []
     with RawClient(broker.bootstrap) as client:
+        metadata_raw(client, [topic], auto_create=True)  # Produce does not auto-create topics
         for b in range(BATCHES):
             values = [f"{topic}-{b:04d}-{i:02d}-".encode() + bytes([65 + (b + i) % 26]) * 40 for i in range(PER_BATCH)]
             resp = produce_raw(client, topic, build_batch(values, keys=[f"k{i}".encode() for i in range(PER_BATCH)]))
