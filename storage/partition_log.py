@@ -1,12 +1,13 @@
 """PartitionLog: the ordered segments of one `<topic>-<partition>` directory.
 
 Threading invariant: one owner thread (the event loop) calls every mutating method (append,
-retention, delete_records_before, update_config, flush, close). `read`, `offset_for_timestamp` and
-`max_timestamp` may run concurrently in worker threads: they snapshot the log end offset, then the
-published (segments, base offsets) tuple, then each segment's committed size, and only `pread` below
-that size. The owner publishes in the opposite order (bytes written -> segment size -> LEO; log start
-offset -> segment list), files only grow while open, and deleted segments keep their descriptors
-open for `file.delete.delay.ms` so in-flight reads still succeed.
+retention, delete_records_before, update_config, flush, close). `read`, `read_ranges`,
+`offset_for_timestamp` and `max_timestamp` may run concurrently in worker threads: they snapshot the
+log end offset, then the published (segments, base offsets) tuple, then each segment's committed
+size, and only `pread` below that size. The owner publishes in the opposite order (bytes written ->
+segment size -> LEO; log start offset -> segment list), files only grow while open, and deleted
+segments keep their descriptors open for `file.delete.delay.ms` so in-flight reads still succeed
+(`read_ranges` hands out dups of them, which keep the bytes readable until their holder closes them).
 
 The log start offset is persisted per partition in `<dir>/log-start-offset-checkpoint` (Kafka's
 checkpoint format with one entry) when DeleteRecords moves it inside a segment; on load it is
@@ -25,13 +26,12 @@ from typing import Callable, NamedTuple
 
 from minikafka.protocol.record_batch import (
     CONTROL_MASK,
-    InvalidRecordError,
     TIMESTAMP_TYPE_MASK,
-    check_client_batch,
     compute_crc,
     patch_base_offset,
     validate_batches,
 )
+from minikafka.protocol.record_validator import settings_for, validate_client_batch
 from minikafka.storage.batch_io import MAX_RELATIVE_OFFSET
 from minikafka.storage.errors import (
     KafkaStorageError,
@@ -48,7 +48,7 @@ from minikafka.storage.producer_state import (
     ProducerStateEntry,
     ProducerStateManager,
 )
-from minikafka.storage.segment import SEGMENT_SUFFIXES, BatchInfo, LogSegment, segment_name
+from minikafka.storage.segment import SEGMENT_SUFFIXES, BatchInfo, LogRange, LogSegment, segment_name
 from minikafka.storage.txn_index import AbortedTxn
 from minikafka.storage.txn_markers import parse_marker
 
@@ -62,15 +62,6 @@ _EPOCH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
-
-
-def _check_keys(records: bytes | bytearray, pos: int, header, name: str) -> None:
-    """Kafka's LogValidator rule for compacted topics: every record needs a key. The one place the
-    append path looks at records (only for cleanup.policy=compact, where keys are the point)."""
-    from kafka.record.default_records import DefaultRecordBatch  # decodes every codec
-    batch = DefaultRecordBatch(bytes(memoryview(records)[pos:pos + header.size]))
-    if any(record.key is None for record in batch):
-        raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {name}.")
 
 
 class AppendInfo(NamedTuple):
@@ -123,6 +114,10 @@ class PartitionLog:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    def validation_settings(self):
+        """What record-level validation of a client batch needs from this partition, as of now."""
+        return settings_for(self._config, self.dir.name, self._now_ms())
 
     @property
     def log_end_offset(self) -> int:
@@ -256,8 +251,11 @@ class PartitionLog:
     # ---------------------------------------------------------------- append
 
     def append(self, records: bytes | bytearray, *, leader_epoch: int | None = None,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+               origin: AppendOrigin = AppendOrigin.CLIENT, validated: bool = False) -> AppendInfo:
         """Validate, assign offsets (per batch, patching the copy), roll if needed, write, index.
+
+        Client batches go through record-level validation (protocol/record_validator.py) unless the
+        caller already ran it (`validated=True`, e.g. the Produce handler in a worker thread).
 
         Raises CorruptRecordError / InvalidRecordError / UnsupportedMagicError from validation,
         RecordTooLargeError if a batch exceeds max.message.bytes, RecordBatchTooLargeError if the
@@ -266,13 +264,12 @@ class PartitionLog:
         cfg = self._config
         headers = validate_batches(records)
         for pos, header in headers:
-            if origin is AppendOrigin.CLIENT:
-                check_client_batch(header)
-                if cfg.compact_enabled:
-                    _check_keys(records, pos, header, self.dir.name)
-            if header.size > cfg.max_message_bytes:
+            if header.size > cfg.max_message_bytes:  # before content checks, as Kafka analyzes sizes first
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            if origin is AppendOrigin.CLIENT and not validated:
+                validate_client_batch(memoryview(records)[pos:pos + header.size], header,
+                                      self.validation_settings())
         if len(records) > cfg.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{len(records)} bytes exceed segment.bytes {cfg.segment_bytes}")
@@ -418,6 +415,38 @@ class PartitionLog:
                     return b""  # only the first partition of a response may exceed the limit (KIP-74)
                 return seg.read_batches(pos, header.size, max_bytes, limit, max_offset)
         return b""
+
+    def read_ranges(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                    min_one: bool = True) -> list[LogRange]:
+        """Where the bytes `read` would return live, without reading them: one LogRange per segment
+        touched (today at most one, as `read` and Kafka return batches from one segment), each over
+        its own dup of the segment descriptor, which the caller must close. Same rules as `read`:
+        whole batches starting with the one containing `offset`, up to `max_bytes` (the first one
+        whole even if larger, unless `min_one` is false), none at or past `max_offset` or the high
+        watermark. Only batch headers and the offset index are read; thread-safe like `read`."""
+        leo = self._leo
+        if offset < self._log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} not in [{self._log_start_offset}, {leo}] for {self.dir.name}")
+        if offset == leo:
+            return []
+        stop = leo if max_offset is None else min(max_offset, leo)
+        segments, bases = self._view
+        i = bisect_right(bases, offset) - 1
+        if i < 0:
+            raise OffsetOutOfRangeError(f"offset {offset} was deleted from {self.dir.name}")
+        for seg in segments[i:]:
+            limit = seg.size
+            found = seg.find_batch(offset, limit)
+            if found is not None:
+                pos, header = found
+                if header.base_offset >= stop:
+                    return []
+                if not min_one and header.size > max_bytes:
+                    return []  # only the first partition of a response may exceed the limit (KIP-74)
+                size, last = seg.batch_range(pos, header, max_bytes, limit, stop)
+                return [seg.open_range(pos, size, header.base_offset, last)]
+        return []
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record at/after the log start with timestamp >= `timestamp`."""
