@@ -122,6 +122,12 @@ class OffsetIndex(_IndexFile):
                 i -= 1
         return self._pos[i] if i >= 0 else 0
 
+    def floor_entry(self, offset: int, position: int) -> tuple[int, int] | None:
+        """(offset, position) of the last entry with offset <= `offset` and position <= `position`
+        (both columns increase, so such entries form a prefix), else None."""
+        i = min(bisect_right(self._rel, offset - self.base_offset), bisect_right(self._pos, position)) - 1
+        return (self.base_offset + self._rel[i], self._pos[i]) if i >= 0 else None
+
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
         if self._rel and (rel <= self._rel[-1] or position <= self._pos[-1]):

@@ -40,6 +40,20 @@ class BatchInfo(NamedTuple):
     max_timestamp: int
 
 
+class LogRange(NamedTuple):
+    """Whole stored batches `[position, position + size)` of a segment file, read through `fd`: a
+    duplicate of the segment's descriptor owned by the holder (os.close it), so the bytes stay
+    readable even if the segment is deleted or replaced before they are sent."""
+    fd: int
+    position: int
+    size: int
+    first_offset: int  # base offset of the first batch
+    last_offset: int  # last offset of the last batch
+
+
+RANGE_WALK_CHUNK = 4096  # header reads between offset-index entries (index.interval.bytes apart)
+
+
 class LogSegment:
     """A segment file and its indexes. Not thread-safe for writers; see module docstring for readers."""
 
@@ -213,6 +227,55 @@ class LogSegment:
                 break
             end += size
         return buf if end == n else buf[:end]
+
+    def batch_range(self, position: int, first: BatchHeader, max_bytes: int, limit: int,
+                    max_offset: int | None = None) -> tuple[int, int]:
+        """(size, last offset) of the bytes `read_batches` would return from `position` (where the
+        batch `first` starts), from batch headers and the offset index only: whole batches up to
+        `max_bytes` and `limit`, the first one whole even if larger (KIP-74), none whose base offset
+        >= `max_offset`. The walk skips to the offset-index entry nearest the end, so it reads about
+        two index intervals of headers however many bytes the range spans."""
+        end, last = position + first.size, first.last_offset
+        want_end = position + min(max(max_bytes, first.size), limit - position)
+        if end >= want_end:
+            return first.size, last
+        # every batch at or before an entry with offset < max_offset is below max_offset
+        top = (max_offset - 1) if max_offset is not None else 2**63
+        start = end
+        entry = self.offset_index.floor_entry(top, want_end)
+        if entry is not None and entry[1] > end:
+            stop = self._last_batch(entry[1], want_end, max_offset)
+            if stop is not None:
+                return stop[0] - position, stop[1]
+            # the batch at the entry does not fit: the range ends where it starts, so find the
+            # last offset of the batch before it, walking from the previous entry
+            before = self.offset_index.floor_entry(top, entry[1] - 1)
+            walk_from = before[1] if before is not None and before[1] > end else end
+            if walk_from < entry[1]:
+                stop = self._last_batch(walk_from, entry[1], None)
+                if stop is not None:
+                    last = stop[1]
+            return entry[1] - position, last
+        stop = self._last_batch(start, want_end, max_offset)
+        return (stop[0] - position, stop[1]) if stop is not None else (first.size, last)
+
+    def _last_batch(self, start: int, limit: int, max_offset: int | None) -> tuple[int, int] | None:
+        """(end position, last offset) of the last whole batch in [start, limit) of the run starting
+        at `start` whose base offsets stay below `max_offset`; None if the first does not qualify."""
+        found = None
+        for pos, header in iter_file_headers(self._fd, start, limit, RANGE_WALK_CHUNK):
+            if max_offset is not None and header.base_offset >= max_offset:
+                break
+            found = (pos + header.size, header.last_offset)
+        return found
+
+    def open_range(self, position: int, size: int, first_offset: int, last_offset: int) -> LogRange:
+        """A LogRange over a dup of this segment's descriptor (the caller owns and closes it)."""
+        try:
+            fd = os.dup(self._fd)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot read {self.log_path}: {exc}") from exc
+        return LogRange(fd, position, size, first_offset, last_offset)
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self._fd, header.size, position)

@@ -1,22 +1,38 @@
 """Fetch: whole stored batches up to the byte limits, long-polling until min_bytes or max_wait.
 
+Zero copy: the response is an `EncodedBody` — every field encoded by kafka-python's encoder around
+each partition's records (protocol/fetch_encoding.py), the records themselves `FileSlice`s over
+dups of the segment descriptors (`PartitionLog.read_ranges` finds them from batch headers and the
+offset index), which the connection sends with os.sendfile. No record byte is read into Python,
+except when the process has no descriptor to spare (EMFILE/ENFILE on the dup): then that
+partition's records are copied into the response as before, rather than failing it.
+
+Limits: the response's records are capped by min(request max_bytes, broker `fetch.max.bytes`) and
+each partition's by its partition_max_bytes; only while the response is still empty may one whole
+batch exceed them (KIP-74).
+
 Sessions: every request is served as a full (sessionless) fetch and answered with session id 0,
 which Kafka clients treat as "no session was created" and keep sending full requests.
 """
 from __future__ import annotations
 
 import asyncio
-import functools
-import struct
-from dataclasses import dataclass
+import errno
+import os
+from dataclasses import dataclass, field
 
 import kafka.errors as ke
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from ...protocol.fetch_encoding import encode_fetch_response
+from ...protocol.record_batch import iter_headers
+from ...storage.errors import KafkaStorageError
 from ...storage.partition_log import PartitionLog
+from ...storage.segment import LogRange
 from ..context import RequestContext
 from ..errors import error_code
 from ..registry import handles
+from ..response import EncodedBody, FileSlice
 from ..state import BrokerState
 from .common import leader_epoch_error, topic_name_for_id
 
@@ -24,8 +40,11 @@ TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = TopicData.PartitionData
 AbortedTransaction = PartitionData.AbortedTransaction
 READ_COMMITTED = 1
-THREAD_READ_THRESHOLD = 1 << 20  # reads that may exceed this go to a worker thread
 FETCH_SESSION_ID_NOT_FOUND = 70
+NO_LIMIT = 0x7FFFFFFF
+# The partition's tagged fields (v12+), given explicitly so encoding reads slots instead of taking
+# kafka-python's per-attribute default lookup (it matters with many partitions); None = absent.
+NO_TAGS = {"diverging_epoch": None, "current_leader": None, "snapshot_id": None}
 
 
 @dataclass(slots=True)
@@ -37,93 +56,143 @@ class Wanted:
     current_leader_epoch: int
 
 
-def _partition_error(p: int, code: int, plog: PartitionLog | None = None) -> PartitionData:
+@dataclass(slots=True)
+class Answer:
+    """One partition's answer: its fields (records=b"" placeholder) and where its records are:
+    `ranges` of segment files, or (only when the process is out of descriptors) `inline` bytes."""
+    data: PartitionData
+    ranges: list[LogRange] = field(default_factory=list)
+    size: int = 0
+    inline: bytes = b""
+
+    def close(self) -> None:
+        ranges, self.ranges = self.ranges, []
+        for r in ranges:
+            os.close(r.fd)
+
+
+def _close_all(answers: list[Answer] | None) -> None:
+    for a in answers or ():
+        a.close()
+
+
+def _partition_error(p: int, code: int, plog: PartitionLog | None = None) -> Answer:
     hw = plog.high_watermark if plog is not None else -1
     lso = plog.last_stable_offset if plog is not None else -1
     start = plog.log_start_offset if plog is not None else -1
-    return PartitionData(partition_index=p, error_code=code, high_watermark=hw, last_stable_offset=lso,
-                         log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1,
-                         records=b"")
+    return Answer(PartitionData(partition_index=p, error_code=code, high_watermark=hw, last_stable_offset=lso,
+                                log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1,
+                                records=b"", **NO_TAGS))
 
 
-_BATCH_END = struct.Struct(">qi")  # base offset, batch length
-_LAST_DELTA = struct.Struct(">i")
+def _out_of_descriptors(exc: Exception) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno in (errno.EMFILE, errno.ENFILE)
 
 
-def _next_offset(records: bytes) -> int:
-    """The offset after the last whole batch of fetched bytes."""
-    pos, end, last = 0, len(records), -1
-    while pos + 61 <= end:
-        base, length = _BATCH_END.unpack_from(records, pos)
-        if pos + 12 + length > end:
-            break
-        last = base + _LAST_DELTA.unpack_from(records, pos + 23)[0]
-        pos += 12 + length
-    return last + 1
-
-
-def _aborted(plog: PartitionLog, offset: int, lso: int, records: bytes) -> list:
+def _aborted(plog: PartitionLog, offset: int, lso: int, last_offset: int | None) -> list:
     """read_committed: the aborted transactions overlapping the returned batches (from the .txnindex
-    files), so the consumer can drop their records."""
-    if not records:
+    files), so the consumer can drop their records. The upper bound is the offset after the last
+    returned batch, known from its header."""
+    if last_offset is None:
         return []
     found = plog.collect_aborted_txns(offset, lso)
     if not found:
         return []
-    upper = _next_offset(records)
+    upper = last_offset + 1
     return [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
             for a in found if a.first_offset < upper]
 
 
-async def _read(plog: PartitionLog, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> bytes:
-    read = functools.partial(plog.read, offset, max_bytes, max_offset=max_offset, min_one=min_one)
-    if max_bytes > THREAD_READ_THRESHOLD:
-        return await asyncio.get_running_loop().run_in_executor(None, read)
-    return read()
-
-
-async def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
-                    isolation: int) -> tuple[list[tuple[Wanted, PartitionData]], int, bool]:
-    """One pass over all partitions: (results, bytes read, any partition errored)."""
-    out = []
+def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
+              isolation: int) -> tuple[list[Answer], int, bool]:
+    """One pass over all partitions: (answers, record bytes, any partition errored). Reads only batch
+    headers and index entries, so it runs on the event loop; the answers own descriptors (close)."""
+    out: list[Answer] = []
     total = 0
     errored = False
-    for w in wanted:
-        plog = state.catalog.partition_log(w.topic, w.partition) if w.topic is not None else None
-        if plog is None:
-            code = ke.UnknownTopicIdError.errno if w.topic is None else ke.UnknownTopicOrPartitionError.errno
-            out.append((w, _partition_error(w.partition, code)))
-            errored = True
-            continue
-        code = leader_epoch_error(w.current_leader_epoch)
-        if code:
-            out.append((w, _partition_error(w.partition, code, plog)))
-            errored = True
-            continue
-        hw = plog.high_watermark
-        lso = plog.last_stable_offset  # read_committed reads stop here
-        limit = min(w.max_bytes, max_bytes - total)
-        records = b""
-        try:
-            if limit > 0 or total == 0:
-                # only while the response is still empty may one batch exceed the limits (KIP-74)
-                records = await _read(plog, w.offset, max(limit, 1),
-                                      lso if isolation == READ_COMMITTED else None, min_one=total == 0)
-        except Exception as exc:
-            out.append((w, _partition_error(w.partition, error_code(exc), plog)))
-            errored = True
-            continue
-        total += len(records)
-        out.append((w, PartitionData(partition_index=w.partition, error_code=0, high_watermark=hw,
-                                     last_stable_offset=lso, log_start_offset=plog.log_start_offset,
-                                     aborted_transactions=(_aborted(plog, w.offset, lso, records)
-                                                           if isolation == READ_COMMITTED else None),
-                                     preferred_read_replica=-1, records=records)))
+    try:
+        for w in wanted:
+            plog = state.catalog.partition_log(w.topic, w.partition) if w.topic is not None else None
+            if plog is None:
+                code = ke.UnknownTopicIdError.errno if w.topic is None else ke.UnknownTopicOrPartitionError.errno
+                out.append(_partition_error(w.partition, code))
+                errored = True
+                continue
+            code = leader_epoch_error(w.current_leader_epoch)
+            if code:
+                out.append(_partition_error(w.partition, code, plog))
+                errored = True
+                continue
+            hw = plog.high_watermark
+            lso = plog.last_stable_offset  # read_committed reads stop here
+            limit = min(w.max_bytes, max_bytes - total)
+            ranges: list[LogRange] = []
+            inline = b""
+            last_offset = None
+            try:
+                if limit > 0 or total == 0:
+                    # only while the response is still empty may one batch exceed the limits (KIP-74)
+                    args = (w.offset, max(limit, 1))
+                    kw = {"max_offset": lso if isolation == READ_COMMITTED else None, "min_one": total == 0}
+                    try:
+                        ranges = plog.read_ranges(*args, **kw)
+                    except KafkaStorageError as exc:
+                        if not _out_of_descriptors(exc):
+                            raise
+                        inline = plog.read(*args, **kw)  # no descriptor to spare: copy, as before
+                        if inline:
+                            last_offset = list(iter_headers(inline))[-1][1].last_offset
+                if ranges:
+                    last_offset = ranges[-1].last_offset
+                aborted = _aborted(plog, w.offset, lso, last_offset) if isolation == READ_COMMITTED else None
+            except Exception as exc:
+                for r in ranges:
+                    os.close(r.fd)
+                out.append(_partition_error(w.partition, error_code(exc), plog))
+                errored = True
+                continue
+            size = sum(r.size for r in ranges) + len(inline)
+            total += size
+            out.append(Answer(PartitionData(partition_index=w.partition, error_code=0, high_watermark=hw,
+                                            last_stable_offset=lso, log_start_offset=plog.log_start_offset,
+                                            aborted_transactions=aborted, preferred_read_replica=-1,
+                                            records=b"", **NO_TAGS), ranges, size, inline))
+    except BaseException:
+        _close_all(out)
+        raise
     return out, total, errored
 
 
+def _encode(version: int, by_id: bool, spans: list[tuple[object, int, int]], answers: list[Answer]) -> EncodedBody:
+    """The response body; the answers' descriptors move into its FileSlices."""
+    topics = []
+    for t, first, end in spans:
+        topic = TopicData(topic_id=t.topic_id, partitions=[]) if by_id else TopicData(topic=t.topic, partitions=[])
+        topics.append((topic, [(a.data, a.size, [(FileSlice(r.fd, r.position, r.size), r.size) for r in a.ranges]
+                                + ([(a.inline, len(a.inline))] if a.inline else []))
+                               for a in answers[first:end]]))
+    for a in answers:
+        a.ranges = []  # owned by the slices now
+    body = EncodedBody()
+    try:
+        parts, size = encode_fetch_response(FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[]),
+                                            topics, version)
+        for part in parts:
+            body.add(part)
+        assert body.size == size, (body.size, size)
+    except BaseException:
+        for _topic, partitions in topics:
+            for _data, _size, slices in partitions:
+                for s, _n in slices:
+                    if isinstance(s, FileSlice):
+                        s.close()
+        raise
+    return body
+
+
 @handles(FetchRequest, FetchResponse, 4, 17)
-async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse | EncodedBody:
     state = ctx.broker
     by_id = ctx.api_version >= 13
     if ctx.api_version >= 7 and req.session_id != 0:
@@ -136,27 +205,24 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         for p in t.partitions:
             wanted.append(Wanted(name, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch))
         spans.append((t, first, len(wanted)))
-    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    max_bytes = min(req.max_bytes if req.max_bytes > 0 else NO_LIMIT, state.config.fetch_max_bytes)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
     watch_keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
     while True:
-        # Watch before reading so an append during a threaded read still wakes us.
+        # Watch before reading so an append right after the read still wakes us.
         woken = state.notifier.watch(watch_keys)
-        results, total, errored = await _read_all(state, wanted, max_bytes, req.isolation_level)
+        answers, total, errored = _read_all(state, wanted, max_bytes, req.isolation_level)
         remaining = deadline - loop.time()
         if total >= req.min_bytes or errored or remaining <= 0 or not wanted:
             woken.cancel()
             break
+        _close_all(answers)  # not enough yet: read again when woken (holding nothing meanwhile)
         try:
             await asyncio.wait_for(woken, remaining)
         except asyncio.TimeoutError:
             pass
-    responses = []
-    for t, first, end in spans:
-        parts = [pdata for _w, pdata in results[first:end]]
-        if by_id:
-            responses.append(TopicData(topic_id=t.topic_id, partitions=parts))
-        else:
-            responses.append(TopicData(topic=t.topic, partitions=parts))
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    try:
+        return _encode(ctx.api_version, by_id, spans, answers)
+    finally:
+        _close_all(answers)  # only left if encoding failed
