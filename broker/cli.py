@@ -29,8 +29,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"minikafka: configuration error: {exc}", file=sys.stderr)
         return 2
     from .server import run
-    run(config)
-    return 0
+    return run(config)  # 0 after a clean shutdown, 1 if the logs could not be closed
 
 
 def cmd_topics(args: argparse.Namespace) -> int:

@@ -1,13 +1,37 @@
-"""One client connection: read frames, dispatch in order, write responses in request order.
+"""Client connections: frames read straight into preallocated buffers, one request in flight.
 
-Requests on one connection are handled one at a time (as Kafka does), so responses can never be
-reordered; other connections run concurrently on the event loop.
+`Connection` is an `asyncio.BufferedProtocol`: it reads the 4-byte size, takes the frame's size from
+the request memory pool (broker/memory_pool.py), then reads the frame directly into a bytearray of
+that size (get_buffer/buffer_updated). As Kafka does, a connection has **one request in flight**:
+once a whole frame has arrived the connection is muted until the response has been handed to the
+transport and the transport's write buffer has drained (pause_writing/resume_writing); then it is
+unmuted. Muting is lazy: if the client sends more while a request is in flight, at most the next
+4-byte size is read and then the socket is paused (pause_reading); a client that waits for its
+answers costs no pause/resume per request. So responses stay in request order, no memory is taken
+for a second frame, and a pipelining client cannot starve others.
+
+Bounds (`ConnectionRegistry`): `max.connections` / `max.connections.per.ip` (a new connection over
+the limit is closed at once; one log line per 10 s), `connections.max.idle.ms` (nothing in flight and
+no bytes for that long), `minikafka.request.read.timeout.ms` (a frame not complete that long after
+its first byte; the time spent waiting for pool memory does not count), and a response the client
+does not read for `connections.max.idle.ms` (write buffer stuck).
+
+Responses are the buffers `Connection.dispatch` returns: bytes-like parts, or an `EncodedBody`
+(broker/response.py) whose `FileSlice` parts are sent with os.sendfile when the transport's buffer is
+empty, else in bounded pread chunks while waiting for the transport to drain.
+
+Errors: a peer that resets or disconnects at any point is closed quietly (DEBUG); a request that
+cannot be answered or a failing handler logs one line (no traceback unless DEBUG) and closes that
+connection only.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import resource
 import struct
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
@@ -21,18 +45,47 @@ from ..protocol.headers import (
     peek_header,
 )
 from .context import RequestContext
+from .memory_pool import Grant, MemoryPool
 from .registry import HANDLERS
-from .state import BrokerState
+from .response import EncodedBody, FileSlice
+
+if TYPE_CHECKING:
+    from .state import BrokerState
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_WRITE_HIGH_WATER = 4 * 1024 * 1024
+WRITE_HIGH_WATER = 1024 * 1024  # unmute once the transport's buffer has drained (low water 0)
+FILE_CHUNK = 256 * 1024  # pread chunk of a FileSlice that cannot go out with sendfile
+STASH_MAX = 64 * 1024  # bytes a paused transport may still deliver (should be none)
+REFUSAL_LOG_PERIOD = 10.0
 UNSUPPORTED_VERSION = 35
+
+# APIs whose in-flight request is cancelled when its client disconnects: a parked Fetch long poll
+# would otherwise hold a task and its pool memory for up to the client-chosen max_wait_ms after the
+# client is gone (and resetting connections would get around max.connections). The Fetch handler
+# holds nothing while parked and must stay cancel-safe (shutdown cancels every request anyway).
+# Other APIs run to completion: their effects (appends, group/transaction state) must not be cut.
+CANCEL_ON_DISCONNECT = frozenset({1})
+
+# reading states
+_HEADER, _WAIT_POOL, _BODY, _SIZE_PENDING = range(4)
 
 
 class CloseConnection(Exception):
     """The peer sent something that cannot be answered; close this connection only."""
+
+    level = logging.WARNING
+
+
+class HandlerFailed(CloseConnection):
+    """A handler raised: our bug or an unexpected state; close this connection only."""
+
+    level = logging.ERROR
+
+
+class _ConnectionGone(Exception):
+    """The transport closed while a response was being written."""
 
 
 def api_versions_list() -> list:
@@ -46,49 +99,279 @@ def unsupported_api_versions_frame(correlation_id: int) -> bytes:
     return encode_response_frame(correlation_id, body, flexible_header=False)
 
 
-class Connection:
-    def __init__(self, state: BrokerState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener: str = "PLAINTEXT") -> None:
+def _flatten(parts: Iterable[Any]) -> Iterable[Any]:
+    for part in parts:
+        if isinstance(part, EncodedBody):
+            yield from part.parts
+        else:
+            yield part
+
+
+def _close_slices(parts: Iterable[Any]) -> None:
+    for part in parts:
+        if isinstance(part, (FileSlice, EncodedBody)):
+            part.close()
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One client connection (see the module docstring)."""
+
+    def __init__(self, registry: "ConnectionRegistry", state: "BrokerState | None", listener: str = "PLAINTEXT") -> None:
+        self.registry = registry
         self.state = state
         self.listener = listener
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.max_request = state.config.socket_request_max_bytes
+        self.pool = registry.pool
+        self.max_request = registry.max_request
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.ip = "?"
+        self._sock_fd = -1
+        self._hdr = bytearray(4)
+        self._hdr_view = memoryview(self._hdr)
+        self._hdr_pos = 0
+        self._read_state = _HEADER
+        self._frame: bytearray | None = None
+        self._frame_view: memoryview | None = None
+        self._frame_pos = 0
+        self._pending_size = 0
+        self._grant: Grant | None = None
+        self._waiter = None
+        self._stash: bytearray | None = None
+        self._stash_buf: bytearray | None = None
+        now = self.loop.time()
+        self.frame_started: float | None = None
+        self.last_io = now
+        self.busy = False  # a request in flight (from its last byte until its response drained)
+        self._reading = True
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future] = []
+        self._wbuf_seen = -1
+        self._wbuf_progress_at = now
+        self._eof = False
+        self.closed = False
+        self._logged = False
+        self.task: asyncio.Task | None = None
+        self.inflight_api = -1
+        self.admitted = False
 
-    async def run(self) -> None:
+    # -- transport callbacks ----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  (uvloop's is no asyncio.Transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.ip = str(peer[0])
+            self.peer = f"{peer[0]}:{peer[1]}"
+        else:
+            self.ip = self.peer = str(peer)
+        if not self.registry.admit(self):
+            self.closed = True
+            transport.close()
+            return
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=0)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            try:
+                self._sock_fd = sock.fileno()
+            except (OSError, ValueError):
+                self._sock_fd = -1
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            self._log_once(logging.DEBUG, "connection %s lost: %r", self.peer, exc)
+        self._teardown()
+
+    def eof_received(self) -> bool:
+        # a client that half-closes after its last request still gets the answer to it
+        if self.busy or self._read_state == _SIZE_PENDING:
+            self._eof = True
+            return True
+        if self._read_state != _HEADER or self._hdr_pos:
+            self._log_once(logging.INFO, "connection %s closed mid-frame", self.peer)
+        return False
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drainers()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.closed:  # bytes still arriving on a connection we closed: discarded
+            return self._hdr_view
+        state = self._read_state
+        if state == _BODY:
+            assert self._frame_view is not None
+            return self._frame_view[self._frame_pos:]
+        if state == _HEADER:
+            return self._hdr_view[self._hdr_pos:]
+        # paused but the transport still reads: keep the bytes for later (bounded)
+        if self._stash_buf is None:
+            self._stash_buf = bytearray(4096)
+        return memoryview(self._stash_buf)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        self.last_io = self.loop.time()
+        state = self._read_state
+        if state == _BODY:
+            self._frame_pos += nbytes
+            if self._frame_pos == len(self._frame):  # type: ignore[arg-type]
+                self._frame_complete()
+        elif state == _HEADER:
+            if self._hdr_pos == 0:
+                self.frame_started = self.last_io
+            self._hdr_pos += nbytes
+            if self._hdr_pos == 4:
+                self._size_complete()
+        else:
+            assert self._stash_buf is not None
+            if self._stash is None:
+                self._stash = bytearray()
+            self._stash += self._stash_buf[:nbytes]
+            if len(self._stash) > STASH_MAX:
+                self.close(logging.WARNING, f"read {len(self._stash)} bytes while muted")
+
+    # -- reading state machine --------------------------------------------------------------
+    def _size_complete(self) -> None:
+        (size,) = _SIZE.unpack(self._hdr)
+        self._hdr_pos = 0
+        if size < 0 or size > self.max_request:
+            self.close(logging.WARNING, f"frame size {size} outside [0, {self.max_request}] (socket.request.max.bytes)")
+            return
+        if self.busy:  # only if the transport delivered bytes after pause_reading
+            self._pending_size = size
+            self._read_state = _SIZE_PENDING
+            self._set_reading(False)
+            return
+        self._start_frame(size)
+
+    def _start_frame(self, size: int) -> None:
+        if size == 0:
+            self._frame = bytearray()
+            self._frame_complete()
+            return
+        grant = self.pool.try_allocate(size)
+        if grant is None:
+            self._read_state = _WAIT_POOL
+            self._set_reading(False)
+            self._waiter = self.pool.wait(size, self._granted)
+            return
+        self._begin_body(grant, size)
+
+    def _granted(self, grant: Grant) -> None:
+        """Pool callback: memory for the frame whose size we read is now ours."""
+        self._waiter = None
+        if self.closed:
+            self.pool.release(grant)
+            return
+        self.frame_started = self.loop.time()  # waiting for the pool is not the client's fault
+        self._begin_body(grant, grant[1])
+        self._feed_stash()
+
+    def _begin_body(self, grant: Grant, size: int) -> None:
+        self._grant = grant
+        self._frame = bytearray(size)
+        self._frame_view = memoryview(self._frame)
+        self._frame_pos = 0
+        self._read_state = _BODY
+        self._set_reading(True)
+
+    def _frame_complete(self) -> None:
+        frame, grant = self._frame, self._grant
+        assert frame is not None
+        self._frame = self._frame_view = None
+        self._grant = None
+        self._read_state = _HEADER
+        self.frame_started = None
+        self.busy = True
+        # Muted lazily: the socket stays armed, and only if the client sends more while this request
+        # is in flight do we read (at most) the next 4-byte size and then pause_reading. A client that
+        # waits for its answer, the common case, so costs no pause/resume calls per request.
+        box = [grant] if grant is not None else []  # released once: by _process, or when the task ends
+        self.task = task = self.loop.create_task(self._process(frame, box))
+        self.registry.track(task, box)
+
+    def _set_reading(self, want: bool) -> None:
+        want = want and not self.closed and not self._eof
+        if want == self._reading or self.transport is None:
+            return
+        self._reading = want
         try:
-            while True:
-                try:
-                    size_bytes = await self.reader.readexactly(4)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                (size,) = _SIZE.unpack(size_bytes)
-                if size < 0 or size > self.max_request:
-                    raise CloseConnection(f"frame size {size} outside [0, {self.max_request}] "
-                                          "(socket.request.max.bytes)")
-                try:
-                    frame = await self.reader.readexactly(size)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    log.info("connection %s closed mid-frame", self.peer)
-                    return
-                response = await self.dispatch(frame)
-                if response is not None:
-                    self.writer.writelines(response)
-                    if self.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-                        await self.writer.drain()
-        except CloseConnection as exc:
-            log.warning("closing connection %s: %s", self.peer, exc)
-        except ConnectionError:
+            if want:
+                self.transport.resume_reading()
+            else:
+                self.transport.pause_reading()
+        except (RuntimeError, AttributeError):  # transport closing
             pass
-        except asyncio.CancelledError:
-            pass  # broker shutdown: close quietly, like Kafka (an in-flight request gets no answer)
-        finally:
-            self.writer.close()
 
-    async def dispatch(self, frame: bytes) -> tuple[bytes | bytearray, ...] | None:
-        """The response frame as buffers to write in order, or None when no response is due."""
+    def _feed_stash(self) -> None:
+        """Bytes read while muted, fed through the state machine (normally there are none)."""
+        while self._stash and not self.closed and self._read_state in (_HEADER, _BODY):
+            view = self.get_buffer(len(self._stash))
+            n = min(len(view), len(self._stash))
+            view[:n] = self._stash[:n]
+            del view
+            del self._stash[:n]
+            self.buffer_updated(n)
+
+    def _unmute(self) -> None:
+        self.busy = False
+        if self.closed:
+            return
+        self.last_io = self.loop.time()  # idle time counts from the end of the last response
+        if self._eof:
+            self.close()
+            return
+        if self._read_state == _SIZE_PENDING:
+            self._read_state = _HEADER
+            self._start_frame(self._pending_size)
+        else:
+            self._set_reading(self._read_state in (_HEADER, _BODY))
+        self._feed_stash()
+
+    # -- request processing -----------------------------------------------------------------
+    async def _process(self, frame: bytearray, box: list[Grant]) -> None:
+        response = None
+        try:
+            try:
+                response = await self.dispatch(frame)
+            finally:
+                del frame
+                if box:
+                    self.pool.release(box.pop())
+            if response is not None:
+                if self.closed:
+                    return
+                if len(response) == 2 and not isinstance(response[1], EncodedBody):
+                    self._writelines(response)  # the common case: prefix + encoded body
+                else:
+                    await self._write_response(response)
+            if self._write_paused:
+                await self._drain()
+        except CloseConnection as exc:
+            self.close(exc.level, str(exc))
+            return
+        except _ConnectionGone:
+            self.close()
+            return
+        except (ConnectionError, OSError) as exc:
+            self.close(logging.DEBUG, f"write failed: {exc!r}")
+            return
+        except asyncio.CancelledError:
+            self.abort()  # broker shutdown: an in-flight request gets no answer, as in Kafka
+            raise
+        finally:
+            if response is not None:
+                _close_slices(response)
+            self.task = None
+        self._unmute()
+
+    async def dispatch(self, frame: bytes | bytearray) -> tuple[Any, ...] | None:
+        """The response frame as parts to write in order (bytes-like, or an `EncodedBody` after
+        its prefix), or None when no response is due (acks=0)."""
         try:
             header = peek_header(frame)
         except HeaderError as exc:
@@ -108,16 +391,314 @@ class Connection:
         except Exception as exc:  # any decode failure of untrusted bytes
             raise CloseConnection(f"undecodable {spec.request_class.__name__} v{version}: {exc!r}") from None
         ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer, self.listener)
+        self.inflight_api = header.api_key
         try:
             response = await spec.handler(ctx, request)
         except CloseConnection:
             raise
         except Exception as exc:
-            log.exception("handler for API key %d failed", header.api_key)
-            raise CloseConnection(f"internal error: {exc!r}") from None
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("handler for API key %d v%d failed", header.api_key, version, exc_info=True)
+            raise HandlerFailed(f"handler for API key {header.api_key} v{version} failed: {exc!r}") from None
         if response is None:
             return None
+        header_flexible = flexible and header.api_key != API_VERSIONS_KEY
+        if isinstance(response, EncodedBody):
+            return (encode_response_prefix(header.correlation_id, response.size, header_flexible), response)
         body = response.encode(version=version)
-        # prefix and body go out as two buffers: a large Fetch body is not copied again
-        return (encode_response_prefix(header.correlation_id, len(body),
-                                       flexible and header.api_key != API_VERSIONS_KEY), body)
+        # prefix and body go out as two buffers: a large body is not copied again
+        return (encode_response_prefix(header.correlation_id, len(body), header_flexible), body)
+
+    # -- writing ----------------------------------------------------------------------------
+    def _write(self, data: Any) -> None:
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            raise _ConnectionGone()
+        try:
+            transport.write(data)
+        except RuntimeError:  # uvloop: "handler is closed"
+            raise _ConnectionGone() from None
+
+    def _writelines(self, parts: list[Any]) -> None:
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            raise _ConnectionGone()
+        try:
+            transport.writelines(parts)  # one writev for the prefix and the body
+        except RuntimeError:
+            raise _ConnectionGone() from None
+
+    async def _write_response(self, parts: Iterable[Any]) -> None:
+        pending: list[Any] = []
+        for part in _flatten(parts):
+            if isinstance(part, FileSlice):
+                if pending:
+                    self._writelines(pending)
+                    pending = []
+                try:
+                    await self._write_file(part)
+                finally:
+                    part.close()
+            else:
+                pending.append(part)
+        if pending:
+            self._writelines(pending)
+
+    async def _write_file(self, part: FileSlice) -> None:
+        offset, remaining = part.offset, part.length
+        while remaining:
+            transport = self.transport
+            if self.closed or transport is None or transport.is_closing():
+                raise _ConnectionGone()
+            if self._sock_fd >= 0 and transport.get_write_buffer_size() == 0:
+                try:
+                    sent = os.sendfile(self._sock_fd, part.fd, offset, remaining)
+                except (BlockingIOError, InterruptedError):
+                    sent = -1
+                except (BrokenPipeError, ConnectionResetError):
+                    raise _ConnectionGone() from None
+                except OSError as exc:  # the file side (EIO, EBADF, ...): our problem, not the peer's
+                    raise CloseConnection(f"sendfile of a response part failed: {exc!r}") from None
+                if sent == 0:
+                    raise CloseConnection(f"file slice ends {remaining} bytes early (fd {part.fd} at {offset})")
+                if sent > 0:
+                    offset += sent
+                    remaining -= sent
+                    self.last_io = self.loop.time()
+                    continue
+                # socket buffer full: hand one chunk to the transport, which waits for writability
+            try:
+                chunk = os.pread(part.fd, min(FILE_CHUNK, remaining), offset)
+            except OSError as exc:
+                raise CloseConnection(f"reading a response part failed: {exc!r}") from None
+            if not chunk:
+                raise CloseConnection(f"file slice ends {remaining} bytes early (fd {part.fd} at {offset})")
+            self._write(chunk)
+            offset += len(chunk)
+            remaining -= len(chunk)
+            if self._write_paused:
+                await self._drain()
+
+    async def _drain(self) -> None:
+        while self._write_paused:
+            if self.closed:
+                raise _ConnectionGone()
+            fut = self.loop.create_future()
+            self._drain_waiters.append(fut)
+            await fut
+
+    def _wake_drainers(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # -- closing ----------------------------------------------------------------------------
+    def _log_once(self, level: int, msg: str, *args: Any) -> None:
+        if not self._logged:
+            self._logged = True
+            log.log(level, msg, *args)
+
+    def close(self, level: int | None = None, reason: str = "") -> None:
+        """Close this connection (pending writes are flushed); log `reason` once at `level`."""
+        if level is not None and reason:
+            self._log_once(level, "closing connection %s: %s", self.peer, reason)
+        transport = self.transport
+        self._teardown()
+        if transport is not None and not transport.is_closing():
+            transport.close()
+
+    def abort(self) -> None:
+        transport = self.transport
+        self._teardown()
+        if transport is not None:
+            transport.abort()
+
+    def _teardown(self) -> None:
+        """Give back everything this connection holds (idempotent)."""
+        if self.closed and not self.admitted:
+            return
+        self.closed = True
+        if self._waiter is not None:
+            self.pool.cancel(self._waiter)
+            self._waiter = None
+        if self._grant is not None:  # a frame being read; an in-flight request's grant goes with its task
+            grant, self._grant = self._grant, None
+            self.pool.release(grant)
+        self._frame = self._frame_view = None
+        self._read_state = _HEADER
+        self._hdr_pos = 0
+        self._stash = self._stash_buf = None
+        self._wake_drainers()
+        task = self.task
+        if (task is not None and self.inflight_api in CANCEL_ON_DISCONNECT and not task.done()
+                and task is not asyncio.current_task()):
+            task.cancel()
+        if self.admitted:
+            self.admitted = False
+            self.registry.remove(self)
+
+
+class ConnectionRegistry:
+    """The broker's open connections, their limits, and the sweep that enforces the timeouts."""
+
+    def __init__(self, pool: MemoryPool, *, max_request: int, max_connections: int, max_connections_per_ip: int,
+                 idle_ms: int, read_timeout_ms: int) -> None:
+        self.pool = pool
+        self.max_request = max_request
+        self.configured_max_connections = max_connections
+        self.max_connections = min(max_connections, _fd_bound())
+        self.max_connections_per_ip = max_connections_per_ip
+        self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        self.read_timeout_s = read_timeout_ms / 1000 if read_timeout_ms > 0 else None
+        self.open: set[Connection] = set()
+        self.per_ip: dict[str, int] = {}
+        # requests being handled, also those whose connection is already gone (they hold pool memory)
+        self.tasks: set[asyncio.Task] = set()
+        # counters (tests, metrics)
+        self.accepted = 0
+        self.refused = 0
+        self.closed_idle = 0
+        self.closed_read_timeout = 0
+        self.closed_write_stalled = 0
+        self._refused_unlogged = 0
+        self._refusal_logged_at = float("-inf")
+        self._refusal_last = ""
+        self._sweeper: asyncio.Task | None = None
+
+    @classmethod
+    def from_state(cls, state: "BrokerState") -> "ConnectionRegistry":
+        cfg = state.config
+        return cls(state.memory_pool, max_request=cfg.socket_request_max_bytes,
+                   max_connections=cfg.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
+                   idle_ms=cfg.connections_max_idle_ms, read_timeout_ms=cfg.request_read_timeout_ms)
+
+    def factory(self, state: "BrokerState | None", listener: str,
+                cls: type[Connection] = Connection) -> Callable[[], Connection]:
+        return lambda: cls(self, state, listener)
+
+    @property
+    def count(self) -> int:
+        return len(self.open)
+
+    def stats(self) -> dict[str, int]:
+        return {"open": len(self.open), "accepted": self.accepted, "refused": self.refused,
+                "closed_idle": self.closed_idle, "closed_read_timeout": self.closed_read_timeout,
+                "closed_write_stalled": self.closed_write_stalled}
+
+    # -- admission --------------------------------------------------------------------------
+    def admit(self, conn: Connection) -> bool:
+        reason = None
+        if len(self.open) >= self.max_connections:
+            reason = f"max.connections={self.max_connections}"
+        elif self.per_ip.get(conn.ip, 0) >= self.max_connections_per_ip:
+            reason = f"max.connections.per.ip={self.max_connections_per_ip} for {conn.ip}"
+        if reason is not None:
+            self.refused += 1
+            self._refused_unlogged += 1
+            self._refusal_last = reason
+            self._maybe_log_refusals()
+            return False
+        self.accepted += 1
+        self.open.add(conn)
+        self.per_ip[conn.ip] = self.per_ip.get(conn.ip, 0) + 1
+        conn.admitted = True
+        return True
+
+    def _maybe_log_refusals(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if self._refused_unlogged and now - self._refusal_logged_at >= REFUSAL_LOG_PERIOD:
+            log.warning("refused %d new connection(s) over the limit (%s); %d open",
+                        self._refused_unlogged, self._refusal_last, len(self.open))
+            self._refused_unlogged = 0
+            self._refusal_logged_at = now
+
+    def track(self, task: asyncio.Task, box: list[Grant]) -> None:
+        """`task` handles a request whose memory grant is in `box` (empty once released)."""
+        self.tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self.tasks.discard(t)
+            if box:  # cancelled before it ever ran (shutdown, disconnect): give the memory back
+                self.pool.release(box.pop())
+        task.add_done_callback(done)
+
+    def remove(self, conn: Connection) -> None:
+        self.open.discard(conn)
+        n = self.per_ip.get(conn.ip, 0) - 1
+        if n > 0:
+            self.per_ip[conn.ip] = n
+        else:
+            self.per_ip.pop(conn.ip, None)
+
+    # -- timeouts ---------------------------------------------------------------------------
+    def start(self) -> None:
+        limits = [t for t in (self.idle_s, self.read_timeout_s) if t is not None]
+        interval = min([t / 4 for t in limits] + [1.0])
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_loop(max(interval, 0.02)))
+
+    async def _sweep_loop(self, interval: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.sweep(loop.time())
+            except Exception:  # never let the sweep die
+                log.exception("connection sweep failed")
+
+    def sweep(self, now: float) -> None:
+        self._maybe_log_refusals()
+        idle, read_timeout = self.idle_s, self.read_timeout_s
+        for conn in list(self.open):
+            if conn.closed:
+                continue
+            if conn.busy:
+                if idle is not None and conn._write_paused and conn.transport is not None:
+                    size = conn.transport.get_write_buffer_size()
+                    if size != conn._wbuf_seen:
+                        conn._wbuf_seen, conn._wbuf_progress_at = size, now
+                    elif now - conn._wbuf_progress_at > idle:
+                        self.closed_write_stalled += 1
+                        conn.close(logging.INFO, f"response not read for {idle * 1000:.0f} ms "
+                                                 "(connections.max.idle.ms)")
+                continue
+            started = conn.frame_started
+            if started is not None and conn._read_state in (_HEADER, _BODY):
+                if read_timeout is not None and now - started > read_timeout:
+                    self.closed_read_timeout += 1
+                    conn.close(logging.INFO, f"request frame not complete {read_timeout * 1000:.0f} ms after its "
+                                             "first byte (minikafka.request.read.timeout.ms)")
+                continue
+            if (idle is not None and conn._read_state == _HEADER and conn._hdr_pos == 0
+                    and now - conn.last_io > idle):
+                self.closed_idle += 1
+                conn.close(logging.DEBUG, f"idle for {idle * 1000:.0f} ms (connections.max.idle.ms)")
+
+    # -- shutdown ---------------------------------------------------------------------------
+    async def close_all(self, timeout: float) -> int:
+        """Abort every connection and cancel in-flight requests; wait at most `timeout` for them.
+        Returns how many requests were still running after that."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for conn in list(self.open):
+            conn.abort()
+        tasks = [t for t in self.tasks if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=timeout)
+            if pending:
+                log.warning("%d request(s) still running after %.1f s of shutdown; not waiting", len(pending), timeout)
+            return len(pending)
+        return 0
+
+
+def _fd_bound() -> int:
+    """Connections are capped below the open-file limit, so the logs keep descriptors to open."""
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):  # pragma: no cover
+        return 2**31 - 1
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 2**31 - 1
+    return max(soft * 3 // 4, 16)

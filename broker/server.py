@@ -1,20 +1,33 @@
-"""Broker lifecycle: load state, open listeners, run periodic tasks, shut down cleanly on signals."""
+"""Broker lifecycle: load state, open listeners, run periodic tasks, shut down cleanly on signals.
+
+Shutdown (SIGTERM/SIGINT) is bounded: listeners close, every connection is aborted and its in-flight
+request cancelled (waiting at most CONNECTION_CLOSE_WAIT_S), the transaction coordinator gets
+TXN_STOP_WAIT_S, then the logs are closed. A watchdog thread ends the process after
+SHUTDOWN_HARD_LIMIT_S whatever happens (a crash-like exit; recovery handles it). A failure to close
+the logs (e.g. ENOSPC writing the clean-shutdown marker) is one error line and exit code 1.
+"""
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
+import os
 import signal
+import sys
+import threading
 import time
 
 from .. import __version__
 from . import handlers  # noqa: F401  (registers every handler in the dispatch table)
 from .background import start_background
 from .config import BrokerConfig
-from .connection import Connection
+from .connection import ConnectionRegistry
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
+
+CONNECTION_CLOSE_WAIT_S = 2.0
+TXN_STOP_WAIT_S = 3.0
+SHUTDOWN_HARD_LIMIT_S = 10.0
 
 
 class Broker:
@@ -22,18 +35,24 @@ class Broker:
         self.config = config
         self.state: BrokerState | None = None
         self._servers: list[asyncio.base_events.Server] = []
-        self._connections: set[asyncio.Task] = set()
+        self.connections: ConnectionRegistry | None = None
         self._stopping = asyncio.Event()
+        self._periodic: list[asyncio.Task] = []
+        self._watchdog: threading.Timer | None = None
         self.bound_ports: list[int] = []
+        self.exit_code = 0
 
     async def start(self) -> None:
         t0 = time.monotonic()
         self.state = BrokerState(self.config)
         self.state.load()
+        self.connections = ConnectionRegistry.from_state(self.state)
+        self.state.connections = self.connections
+        loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
-            server = await asyncio.start_server(functools.partial(self._on_connect, listener.name),
-                                                listener.host or None, listener.port,
-                                                reuse_address=True, limit=1 << 20)
+            server = await loop.create_server(self.connections.factory(self.state, listener.name),
+                                              listener.host or None, listener.port,
+                                              reuse_address=True, backlog=1024)
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound_ports.append(port)
@@ -43,19 +62,16 @@ class Broker:
         log.info("minikafka %s ready in %.0f ms: node %d, cluster %s, data dir %s, advertised %s:%d",
                  __version__, (time.monotonic() - t0) * 1000, self.config.node_id, self.state.cluster_id,
                  ",".join(str(d) for d in self.config.log_dirs), adv.host, adv.port)
+        reg, pool = self.connections, self.state.memory_pool
+        log.info("request memory %d bytes (queued.max.request.bytes, %d reserved for frames <= %d bytes); "
+                 "max.connections %d%s, per ip %d; idle close %s ms, request read timeout %s ms",
+                 pool.capacity, pool.reserve, pool.small_max, reg.max_connections,
+                 " (bounded by the open-file limit)" if reg.max_connections < reg.configured_max_connections else "",
+                 reg.max_connections_per_ip, self.config.connections_max_idle_ms, self.config.request_read_timeout_ms)
+        reg.start()
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
         self._periodic += start_background(self.state)  # group state loading, offsets retention, log cleaner
         self.state.txns.start()  # __transaction_state loading, transaction timeouts, marker retries
-
-    async def _on_connect(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        assert self.state is not None
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        try:
-            await Connection(self.state, reader, writer, listener).run()
-        finally:
-            self._connections.discard(task)
 
     async def _retention_loop(self) -> None:
         interval = self.config.retention_check_interval_ms / 1000
@@ -80,7 +96,13 @@ class Broker:
                     log.exception("flush of %s failed", plog)
 
     def request_stop(self) -> None:
+        if self._stopping.is_set():
+            log.info("already shutting down")
+            return
         self._stopping.set()
+        self._watchdog = threading.Timer(SHUTDOWN_HARD_LIMIT_S, _hard_exit)
+        self._watchdog.daemon = True
+        self._watchdog.start()
 
     async def wait_stopped(self) -> None:
         await self._stopping.wait()
@@ -92,28 +114,67 @@ class Broker:
             server.close()
         for task in self._periodic:
             task.cancel()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.wait(list(self._connections), timeout=5)
+        if self.connections is not None:
+            pool = self.connections.pool
+            if pool.in_use:
+                log.info("at shutdown %d bytes of request memory are held by requests being read or handled",
+                         pool.in_use)
+            stuck = await self.connections.close_all(CONNECTION_CLOSE_WAIT_S)
+            if pool.in_use and not stuck:  # every request ended and every connection was aborted: a leak
+                log.warning("request memory leaked: %d bytes still in use after closing all connections",
+                            pool.in_use)
         if self.state is not None:
-            await self.state.txns.stop()
-            self.state.close()
-        log.info("shut down cleanly")
+            try:
+                await asyncio.wait_for(self.state.txns.stop(), TXN_STOP_WAIT_S)
+            except asyncio.TimeoutError:
+                log.warning("transaction coordinator did not stop within %.0f s; closing the logs anyway",
+                            TXN_STOP_WAIT_S)
+            except Exception as exc:
+                log.error("transaction coordinator stop failed: %r", exc)
+            try:
+                self.state.close()
+            except OSError as exc:
+                log.error("shutdown failed: could not close the logs cleanly: %s", exc)
+                self.exit_code = 1
+        if self.exit_code == 0:
+            log.info("shut down cleanly")
+
+    def cancel_watchdog(self) -> None:
+        """After the event loop has closed (its own teardown waits for cancelled tasks too)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
 
 
-async def serve(config: BrokerConfig) -> None:
+def _hard_exit() -> None:
+    """Watchdog: the orderly shutdown hung (a handler or a disk); end the process anyway."""
+    try:
+        sys.stderr.write(f"minikafka: shutdown did not finish within {SHUTDOWN_HARD_LIMIT_S:.0f} s; exiting\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(1)
+
+
+async def serve(config: BrokerConfig, started: list[Broker] | None = None) -> int:
     broker = Broker(config)
+    if started is not None:
+        started.append(broker)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
     await broker.start()
     await broker.wait_stopped()
+    return broker.exit_code
 
 
-def run(config: BrokerConfig) -> None:
+def run(config: BrokerConfig) -> int:
+    """Serve until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown)."""
+    started: list[Broker] = []
     try:
-        import uvloop
-        uvloop.run(serve(config))
-    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
-        asyncio.run(serve(config))
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - uvloop is a pinned dependency
+            return asyncio.run(serve(config, started))
+        return uvloop.run(serve(config, started))
+    finally:
+        for broker in started:
+            broker.cancel_watchdog()
