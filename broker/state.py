@@ -13,7 +13,10 @@ from .append_notifier import AppendNotifier
 from .config import BrokerConfig, Listener
 from .errors import error_code
 from .meta_properties import ensure_meta
-from .topic_catalog import TopicCatalog, TopicError, TopicInfo
+from .memory_pool import MemoryPool, pool_capacity
+from ..coordinator.group_errors import OFFSETS_TOPIC
+from ..coordinator.txn_state_manager import TXN_TOPIC
+from .topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +30,11 @@ class BrokerState:
         self.cluster_id = ensure_meta(config.log_dirs, config.node_id, config.get("cluster.id"))
         self.notifier = AppendNotifier()
         self.logs = LogManager(config.log_dirs, config.log_config)
-        self.catalog = TopicCatalog(self.logs, config.log_config, config.log_dirs[0], self._hook_log)
+        max_partitions = config.get("minikafka.max.partitions")
+        self.catalog = TopicCatalog(self.logs, config.log_config, config.log_dirs[0], self._hook_log,
+                                    max_partitions_per_request=int(config.get("minikafka.max.partitions.per.request")
+                                                                   or DEFAULT_MAX_PARTITIONS_PER_REQUEST),
+                                    max_partitions=int(max_partitions) if max_partitions else None)
         self.producer_ids = ProducerIdManager(config.log_dirs[0] / "producer_id_block")
         self.groups = GroupCoordinator(GroupConfig.from_props(config.get), self.catalog, error_code)
         self.txns = TransactionCoordinator(TxnConfig.from_props(config.get), self.catalog,
@@ -39,6 +46,10 @@ class BrokerState:
         self._advertised: dict[str, Listener] = {l.name: l for l in config.advertised_listeners}
         self.advertised: Listener = config.advertised_listeners[0]
         self.started_at = time.time()
+        # connection layer: the request memory budget (queued.max.request.bytes) and, while the server
+        # runs, its broker.connection.ConnectionRegistry (open connections, limits, counters)
+        self.memory_pool = MemoryPool(pool_capacity(config.queued_max_request_bytes))
+        self.connections = None
 
     def advertised_for(self, listener_name: str) -> Listener:
         """The address clients of `listener_name` are told to use (Kafka matches listener names)."""
@@ -53,24 +64,40 @@ class BrokerState:
                 self.advertised = self._advertised[listener.name]
 
     def load(self) -> None:
-        self.logs.load()
-        self.catalog.load()
+        self.catalog.load()  # reads the catalog, then opens the partition logs it lists
 
     def _hook_log(self, plog: PartitionLog) -> None:
         tp = (plog.topic, plog.partition)
         notify = self.notifier.notify
         plog.append_listeners.append(lambda: notify(tp))
 
-    def auto_create(self, name: str) -> TopicInfo | None:
-        """Create `name` with broker defaults if auto-creation is on; None if off or name invalid."""
+    async def auto_create_async(self, name: str) -> TopicInfo | None:
+        """Create `name` with broker defaults if auto-creation is on (partition files made off the
+        event loop; concurrent requests for one name share the creation); None if off, refused or
+        failed. The internal topics get their coordinator's partition count and configs, as Kafka's
+        AutoTopicCreationManager does."""
         if not self.config.auto_create_topics:
             return None
+        if name in (OFFSETS_TOPIC, TXN_TOPIC):
+            try:
+                await self.ensure_internal_topic(name)
+            except Exception as exc:
+                log.warning("auto-create of %s failed: %s", name, exc)
+            return self.catalog.get(name)
         try:
-            return self.catalog.create(name, self.config.num_partitions, 1)
-        except TopicError as exc:
+            return await self.catalog.create_async(name, self.config.num_partitions, 1, exist_ok=True)
+        except Exception as exc:
             log.info("auto-create of %r refused: %s", name, exc)
             return None
 
+    async def ensure_internal_topic(self, name: str) -> None:
+        """Create `__consumer_offsets` / `__transaction_state` if missing, off the event loop."""
+        if name == OFFSETS_TOPIC:
+            await self.groups.ensure_topic_async()
+        elif name == TXN_TOPIC:
+            await self.txns.txns.ensure_topic_async()
+
     def close(self) -> None:
+        self.catalog.close()  # stop topic file work in flight first
         self.groups.close()
         self.logs.close()

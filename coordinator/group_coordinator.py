@@ -104,15 +104,30 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
             self._topic_ready = True
         return self._topic_ready
 
-    def ensure_topic(self) -> None:
-        """Create __consumer_offsets on first use (Kafka creates it on the first FindCoordinator)."""
-        if self.topic_exists:
-            return
-        self._catalog.create(OFFSETS_TOPIC, self.config.num_partitions, 1, {
+    def _topic_configs(self) -> dict[str, str]:
+        return {
             "cleanup.policy": "compact",
             "segment.bytes": str(self.config.offsets_topic_segment_bytes),
             "compression.type": "producer",
-        }, internal=True)
+        }
+
+    def ensure_topic(self) -> None:
+        """Create __consumer_offsets on first use (Kafka creates it on the first FindCoordinator).
+        Synchronous (partition files made in the calling thread): tests and fallback only; the broker
+        calls `ensure_topic_async` from FindCoordinator and Metadata."""
+        if self.topic_exists:
+            return
+        self._catalog.create(OFFSETS_TOPIC, self.config.num_partitions, 1, self._topic_configs(), internal=True)
+        self._topic_ready = True
+        self._loaded.update(range(self.config.num_partitions))  # new and empty: nothing to load
+
+    async def ensure_topic_async(self) -> None:
+        """`ensure_topic` with the partition files made off the event loop; concurrent callers share
+        one creation."""
+        if self.topic_exists:
+            return
+        await self._catalog.create_async(OFFSETS_TOPIC, self.config.num_partitions, 1, self._topic_configs(),
+                                         internal=True, exist_ok=True)
         self._topic_ready = True
         self._loaded.update(range(self.config.num_partitions))  # new and empty: nothing to load
 

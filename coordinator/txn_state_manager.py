@@ -71,20 +71,32 @@ class TxnStateManager:
     def topic_exists(self) -> bool:
         return self.catalog.get(TXN_TOPIC) is not None
 
+    def _topic_configs(self) -> dict[str, str]:
+        return {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                "segment.bytes": str(self.segment_bytes), "min.insync.replicas": str(self.min_isr)}
+
     def ensure_topic(self) -> None:
         """Create `__transaction_state` on first transactional use (Kafka auto-creates it from
-        FindCoordinator); a new topic has nothing to load."""
+        FindCoordinator); a new topic has nothing to load. Synchronous (partition files made in the
+        calling thread): tests and fallback; the broker calls `ensure_topic_async` first."""
         if self.topic_exists():
             return
         t0 = time.monotonic()
-        self.catalog.create(TXN_TOPIC, self.configured_partitions, 1, {
-            "cleanup.policy": "compact", "compression.type": "uncompressed",
-            "segment.bytes": str(self.segment_bytes), "min.insync.replicas": str(self.min_isr),
-        }, internal=True)
+        self.catalog.create(TXN_TOPIC, self.configured_partitions, 1, self._topic_configs(), internal=True)
         for p in range(self.configured_partitions):
             self.cache.setdefault(p, {})
         log.info("created %s with %d partitions in %.0f ms", TXN_TOPIC, self.configured_partitions,
                  (time.monotonic() - t0) * 1000)
+
+    async def ensure_topic_async(self) -> None:
+        """`ensure_topic` with the partition files made off the event loop; concurrent callers share
+        one creation."""
+        if self.topic_exists():
+            return
+        info = await self.catalog.create_async(TXN_TOPIC, self.configured_partitions, 1, self._topic_configs(),
+                                               internal=True, exist_ok=True)
+        for p in range(info.partitions):
+            self.cache.setdefault(p, {})
 
     # ---------------------------------------------------------------- loading
 

@@ -3,7 +3,7 @@
 Advertised from the core on because clients key features on it (librdkafka enables LZ4 only when
 the broker lists FindCoordinator). A GROUP lookup creates `__consumer_offsets` and a TRANSACTION
 lookup `__transaction_state` on first use, as Kafka does (Kafka answers COORDINATOR_NOT_AVAILABLE
-meanwhile; creation here is synchronous).
+meanwhile; here the request waits for the creation, made off the event loop).
 """
 from __future__ import annotations
 
@@ -30,12 +30,18 @@ async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorReque
         code, message = ke.InvalidRequestError.errno, f"unsupported coordinator key type {key_type}"
     elif key_type == GROUP:
         try:
-            state.groups.ensure_topic()
+            await state.ensure_internal_topic("__consumer_offsets")
         except Exception:
             log.exception("creating __consumer_offsets failed")
             code, message = ke.CoordinatorNotAvailableError.errno, None
     else:  # TRANSACTION: creates __transaction_state on first use
-        code = state.txns.find_coordinator(req.key if ctx.api_version < 4 else "")
+        try:
+            await state.ensure_internal_topic("__transaction_state")
+        except Exception:
+            log.exception("creating __transaction_state failed")
+            code = ke.CoordinatorNotAvailableError.errno
+        else:
+            code = state.txns.find_coordinator(req.key if ctx.api_version < 4 else "")
     if ctx.api_version >= 4:
         coordinators = [Coordinator(key=key, node_id=state.node_id if not code else -1,
                                     host=adv.host if not code else "", port=adv.port if not code else -1,

@@ -16,6 +16,12 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ke.InvalidRequestError.errno,
                                       producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
+        try:  # __transaction_state on first use, off the event loop (FindCoordinator usually made it)
+            if req.transactional_id:
+                await ctx.broker.ensure_internal_topic("__transaction_state")
+        except Exception:
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=ke.CoordinatorNotAvailableError.errno,
+                                          producer_id=-1, producer_epoch=-1)
         code, pid, epoch = ctx.broker.txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
                                                             None if pid == -1 else (pid, epoch))
         if code == ke.ProducerFencedError.errno and ctx.api_version < 4:

@@ -27,7 +27,7 @@ def error_entry(code: int, name: str | None, topic_id=ZERO_UUID) -> Topic:
     return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
-def resolve(state: BrokerState, name: str, auto_create: bool) -> Topic:
+async def resolve(state: BrokerState, name: str, auto_create: bool) -> Topic:
     info = state.catalog.get(name)
     if info is None:
         try:
@@ -35,7 +35,7 @@ def resolve(state: BrokerState, name: str, auto_create: bool) -> Topic:
         except InvalidTopicNameError:
             return error_entry(ke.InvalidTopicError.errno, name)
         if auto_create:
-            info = state.auto_create(name)
+            info = await state.auto_create_async(name)
         if info is None:
             return error_entry(ke.UnknownTopicOrPartitionError.errno, name)
     return topic_entry(state, info)
@@ -47,6 +47,13 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     v = ctx.api_version
     all_topics = req.topics is None or (v == 0 and not req.topics)
     auto_create = req.allow_auto_topic_creation if v >= 4 else True
+    if not all_topics and v < 12 and any(t.name is None or t.topic_id is not None for t in req.topics):
+        # Kafka (KafkaApis.handleTopicMetadataRequest): "Topic name can not be null" / "Topic IDs are not
+        # supported" before v12 -> InvalidRequestException -> MetadataRequest.getErrorResponse: every topic
+        # INVALID_REQUEST (a null name as ""), no brokers
+        return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
+            Topic(error_code=ke.InvalidRequestError.errno, name=t.name or "", topic_id=t.topic_id,
+                  is_internal=False, partitions=[]) for t in req.topics])
     if all_topics:
         topics = [topic_entry(state, info) for info in list(state.catalog.topics.values())]
     else:
@@ -57,7 +64,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                 topics.append(topic_entry(state, info) if info is not None
                               else error_entry(ke.UnknownTopicIdError.errno, None, t.topic_id))
             else:
-                topics.append(resolve(state, t.name, auto_create))
+                topics.append(await resolve(state, t.name, auto_create))
     adv = state.advertised_for(ctx.listener)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=state.node_id, host=adv.host, port=adv.port,
                                                         rack=None)]

@@ -1,4 +1,14 @@
-"""CreateTopics, DeleteTopics, CreatePartitions against the topic catalog."""
+"""CreateTopics, DeleteTopics, CreatePartitions against the topic catalog.
+
+The partition files are made and removed off the event loop (`TopicCatalog.*_async`). Bounds as in
+Apache Kafka 4.3 (checked against it): a CreateTopics asking for more than
+`minikafka.max.partitions.per.request` (10000) partitions in total fails for every topic with
+POLICY_VIOLATION "Excessively large number of partitions per request."; one whose metadata records
+(per topic 1 + partitions + config entries, as Kafka's controller writes them) exceed the same number
+fails for every topic with POLICY_VIOLATION "Unable to perform excessively large batch operation.";
+a CreatePartitions adding more than that many partitions fails for that topic with
+UNKNOWN_SERVER_ERROR (Kafka's controller lets the BoundedListTooLongException through).
+"""
 from __future__ import annotations
 
 from collections import Counter
@@ -14,10 +24,17 @@ from kafka.protocol.admin import (
 )
 
 from ..context import RequestContext
-from ..errors import error_code, error_message
+from ..errors import UNKNOWN_SERVER_ERROR, error_code, error_message
 from ..registry import handles
 from ..state import BrokerState
-from ..topic_catalog import InvalidReplicaAssignmentError
+from ..topic_catalog import (
+    TOO_MANY_PARTITIONS,
+    TOO_MANY_RECORDS,
+    BatchTooLargeError,
+    InvalidReplicaAssignmentError,
+    PolicyViolationError,
+    TopicInfo,
+)
 from .common import ZERO_UUID
 from .configs import describe_topic_configs
 
@@ -25,6 +42,13 @@ CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
 DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult
 CreatePartitionsResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 INVALID_REQUEST = ke.InvalidRequestError.errno
+POLICY_VIOLATION = ke.PolicyViolationError.errno
+
+
+def _error(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, (PolicyViolationError, BatchTooLargeError)):
+        return POLICY_VIOLATION, str(exc)
+    return error_code(exc), error_message(exc)
 
 
 def _check_assignment(state: BrokerState, assignments: list) -> int:
@@ -39,52 +63,94 @@ def _check_assignment(state: BrokerState, assignments: list) -> int:
     return len(indexes)
 
 
-def _create_one(state: BrokerState, t, validate_only: bool) -> CreatableTopicResult:
+def _requested_partitions(state: BrokerState, t) -> int:
+    """Partitions a topic of the request asks for, as Kafka's validateTotalNumberOfPartitions counts."""
+    if t.assignments:
+        return len(t.assignments)
+    if t.num_partitions == -1:
+        return state.config.num_partitions
+    return max(t.num_partitions, 0)
+
+
+def _topic_error(name: str, code: int, message: str | None) -> CreatableTopicResult:
+    return CreatableTopicResult(name=name, topic_id=ZERO_UUID, error_code=code, error_message=message)
+
+
+def _plan_one(state: BrokerState, t) -> tuple[int, int, dict[str, str]] | CreatableTopicResult:
+    """(partitions, replication factor, configs) of a valid topic, else its error result."""
     partitions = t.num_partitions if t.num_partitions != -1 else state.config.num_partitions
     rf = t.replication_factor if t.replication_factor != -1 else state.config.default_replication_factor
     try:
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
-                return CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=INVALID_REQUEST,
-                                            error_message="Both numPartitions or replicationFactor and "
-                                                          "replicasAssignments were set. Both cannot be used at "
-                                                          "the same time.")
+                return _topic_error(t.name, INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                                                             "replicasAssignments were set. Both cannot be used at "
+                                                             "the same time.")
             partitions, rf = _check_assignment(state, t.assignments), 1
         configs = {}
         for c in t.configs:
             if c.value is None:
-                return CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=INVALID_REQUEST,
-                                            error_message=f"Null value not supported for topic configs: {c.name}")
+                return _topic_error(t.name, INVALID_REQUEST, f"Null value not supported for topic configs: {c.name}")
             configs[c.name] = c.value
-        if validate_only:
-            state.catalog.check_create(t.name, partitions, rf, configs)
-            topic_id = ZERO_UUID
-            info_configs = configs
-        else:
-            info = state.catalog.create(t.name, partitions, rf, configs)
-            topic_id, info_configs = info.topic_id, info.configs
+        state.catalog.check_create(t.name, partitions, rf, configs)
     except Exception as exc:
-        return CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=error_code(exc),
-                                    error_message=error_message(exc))
+        return _topic_error(t.name, *_error(exc))
+    return partitions, rf, configs
+
+
+def _created(state: BrokerState, name: str, topic_id, partitions: int, rf: int,
+             configs: dict[str, str]) -> CreatableTopicResult:
     described = [CreatableTopicResult.CreatableTopicConfigs(
         name=c.name, value=c.value, read_only=c.read_only, config_source=c.config_source, is_sensitive=False)
-        for c in describe_topic_configs(state, info_configs, None, False)]
-    return CreatableTopicResult(name=t.name, topic_id=topic_id, error_code=0, error_message=None,
+        for c in describe_topic_configs(state, configs, None, False)]
+    return CreatableTopicResult(name=name, topic_id=topic_id, error_code=0, error_message=None,
                                 num_partitions=partitions, replication_factor=rf, configs=described)
 
 
 @handles(CreateTopicsRequest, CreateTopicsResponse, 2, 7)
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    state = ctx.broker
+    catalog = state.catalog
     counts = Counter(t.name for t in req.topics)
-    results = []
-    for t in req.topics:
+    results: dict[int, CreatableTopicResult] = {}
+    unique = []
+    for i, t in enumerate(req.topics):
         if counts[t.name] > 1:
-            results.append(CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=INVALID_REQUEST,
-                                                error_message="Create topics request from client contains "
-                                                              "duplicate topic name"))
+            results[i] = _topic_error(t.name, INVALID_REQUEST,
+                                      "Create topics request from client contains duplicate topic name")
+        else:
+            unique.append((i, t))
+    bound = catalog.max_partitions_per_request
+
+    def refuse_all(message: str) -> CreateTopicsResponse:
+        for i, t in unique:
+            results[i] = _topic_error(t.name, POLICY_VIOLATION, message)
+        return CreateTopicsResponse(throttle_time_ms=0, topics=[results[i] for i in sorted(results)])
+
+    if sum(_requested_partitions(state, t) for _i, t in unique) > bound:
+        return refuse_all(TOO_MANY_PARTITIONS)
+    plans = []
+    records = 0
+    for i, t in unique:
+        plan = _plan_one(state, t)
+        if isinstance(plan, CreatableTopicResult):
+            results[i] = plan
             continue
-        results.append(_create_one(ctx.broker, t, req.validate_only))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+        records += 1 + plan[0] + len(plan[2])  # TopicRecord, PartitionRecords, ConfigRecords
+        plans.append((i, t, plan))
+    if records > bound:
+        return refuse_all(TOO_MANY_RECORDS)
+    for i, t, (partitions, rf, configs) in plans:
+        if req.validate_only:  # what Kafka validates; the broker's room (minikafka.max.partitions) is checked
+            results[i] = _created(state, t.name, ZERO_UUID, partitions, rf, configs)  # by the creation
+            continue
+        try:
+            info = await catalog.create_async(t.name, partitions, rf, configs)
+        except Exception as exc:
+            results[i] = _topic_error(t.name, *_error(exc))
+            continue
+        results[i] = _created(state, t.name, info.topic_id, partitions, rf, info.configs)
+    return CreateTopicsResponse(throttle_time_ms=0, topics=[results[i] for i in sorted(results)])
 
 
 @handles(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6)
@@ -108,11 +174,12 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
                                                 error_code=ke.TopicDeletionDisabledError.errno, error_message=None))
             continue
         try:
-            info = state.catalog.delete(name)
+            info = await state.catalog.delete_async(name)
             results.append(DeletableTopicResult(name=name, topic_id=info.topic_id, error_code=0, error_message=None))
         except Exception as exc:
-            results.append(DeletableTopicResult(name=name, topic_id=topic_id, error_code=error_code(exc),
-                                                error_message=error_message(exc)))
+            code, message = _error(exc)
+            results.append(DeletableTopicResult(name=name, topic_id=topic_id, error_code=code,
+                                                error_message=message))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
@@ -121,13 +188,14 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     state = ctx.broker
     counts = Counter(t.name for t in req.topics)
     results = []
+    added = 0  # partitions this request adds so far (Kafka's bound is on records per operation)
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(CreatePartitionsResult(name=t.name, error_code=INVALID_REQUEST,
                                                   error_message="Duplicate topic in request."))
             continue
-        try:
-            info = state.catalog.check_add_partitions(t.name, t.count)
+
+        def validate(info: TopicInfo, t=t) -> None:
             if t.assignments is not None:
                 if len(t.assignments) != t.count - info.partitions:
                     raise InvalidReplicaAssignmentError(
@@ -137,11 +205,18 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
                     if list(a.broker_ids) != [state.node_id]:
                         raise InvalidReplicaAssignmentError(f"replica assignment {list(a.broker_ids)} must be "
                                                             f"[{state.node_id}] on a single broker")
-            if not req.validate_only:
-                state.catalog.add_partitions(t.name, t.count)
-            results.append(CreatePartitionsResult(name=t.name, error_code=0, error_message=None))
-        except Exception as exc:
-            results.append(CreatePartitionsResult(name=t.name, error_code=error_code(exc),
-                                                  error_message=error_message(exc)))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+            state.catalog.check_batch(t.count - info.partitions, added)
 
+        try:
+            info = state.catalog.check_add_partitions(t.name, t.count)
+            new = t.count - info.partitions
+            await state.catalog.add_partitions_async(t.name, t.count, validate, req.validate_only)
+            added += new
+            results.append(CreatePartitionsResult(name=t.name, error_code=0, error_message=None))
+        except BatchTooLargeError as exc:
+            results.append(CreatePartitionsResult(name=t.name, error_code=UNKNOWN_SERVER_ERROR,
+                                                  error_message=str(exc)))
+        except Exception as exc:
+            code, message = _error(exc)
+            results.append(CreatePartitionsResult(name=t.name, error_code=code, error_message=message))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
