@@ -3,7 +3,7 @@
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: run test setup setup-test bench clean kafka-lab kafka-lab-run spark-jars
+.PHONY: run test setup setup-test bench clean kafka-lab kafka-lab-run spark-jars soak
 
 setup:
 	scripts/setup.sh
@@ -33,6 +33,18 @@ spark-jars:
 
 kafka-lab-run: kafka-lab
 	python3 scripts/apache_kafka.py run --port 9192
+
+# The protocol fuzzer (tests/integration/test_protocol_fuzz.py) at length, with a random seed: CI runs
+# a small fixed-seed budget. MINIKAFKA_FUZZ_EXAMPLES is spread over the API keys the broker serves.
+# The hostile-load test (tests/integration/test_hostile_load.py) runs longer and with more clients.
+MINIKAFKA_FUZZ_EXAMPLES ?= 20000
+MINIKAFKA_HOSTILE_SECONDS ?= 120
+MINIKAFKA_HOSTILE_SCALE ?= 2
+soak: setup-test
+	MINIKAFKA_FUZZ_EXAMPLES=$(MINIKAFKA_FUZZ_EXAMPLES) MINIKAFKA_HOSTILE_SECONDS=$(MINIKAFKA_HOSTILE_SECONDS) \
+	  MINIKAFKA_HOSTILE_SCALE=$(MINIKAFKA_HOSTILE_SCALE) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	  -o timeout=0 tests/integration/test_protocol_fuzz.py tests/unit/test_codec_checks.py \
+	  tests/integration/test_hostile_load.py $(PYTEST_ARGS)
 
 bench: setup-test kafka-lab
 	$(VENV)/bin/pip install -q -e '.[test,bench]'

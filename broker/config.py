@@ -29,6 +29,16 @@ DEFAULTS: dict[str, str] = {
     "cluster.id": "",
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
+    "fetch.max.bytes": "57671680",  # broker cap on a Fetch response's records (min with the request's)
+    # connection layer (broker/connection.py); Kafka's keys and defaults, except that Kafka's
+    # queued.max.request.bytes default (-1, unbounded) is a finite budget here
+    "queued.max.request.bytes": "134217728",
+    "max.connections": "2147483647",
+    "max.connections.per.ip": "2147483647",
+    "connections.max.idle.ms": "600000",
+    # minikafka: a request frame must be complete this long after its first byte, else the
+    # connection is closed and the frame's memory returned (slowloris bound)
+    "minikafka.request.read.timeout.ms": "30000",
     "log.segment.bytes": "1073741824",
     "log.roll.ms": "",
     "log.roll.hours": "168",
@@ -42,6 +52,10 @@ DEFAULTS: dict[str, str] = {
     "log.flush.interval.ms": "",
     "log.cleanup.policy": "delete",
     "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.before.max.ms": str(2**63 - 1),
+    "log.message.timestamp.after.max.ms": "3600000",
+    # minikafka's own bound (Kafka has none): a client batch may inflate to at most this many bytes
+    "minikafka.max.uncompressed.batch.bytes": str(64 * 1024 * 1024),
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "1",
     "transaction.state.log.num.partitions": "50",
@@ -56,6 +70,10 @@ DEFAULTS: dict[str, str] = {
     # Test-only fault injection: the broker os._exit(137)s at this step of EndTxn
     # (after_prepare_commit | after_prepare_abort | after_markers | after_first_marker); never set in production.
     "minikafka.test.crash.point": "",
+    # partitions one CreateTopics/CreatePartitions may create (Kafka 4.3's controller: 10000, no key),
+    # and partitions this broker may hold (empty: what the open-files limit allows, 4 fds a partition)
+    "minikafka.max.partitions.per.request": "10000",
+    "minikafka.max.partitions": "",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
@@ -151,6 +169,14 @@ class BrokerConfig:
             self.auto_create_topics = self.get_bool("auto.create.topics.enable")
             self.delete_topic_enable = self.get_bool("delete.topic.enable")
             self.socket_request_max_bytes = int(self.get("socket.request.max.bytes"))
+            self.fetch_max_bytes = int(self.get("fetch.max.bytes"))
+            if self.fetch_max_bytes < 1024:  # Kafka: atLeast(1024)
+                raise ConfigError(f"fetch.max.bytes must be at least 1024, got {self.fetch_max_bytes}")
+            self.queued_max_request_bytes = int(self.get("queued.max.request.bytes"))
+            self.max_connections = int(self.get("max.connections"))
+            self.max_connections_per_ip = int(self.get("max.connections.per.ip"))
+            self.connections_max_idle_ms = int(self.get("connections.max.idle.ms"))
+            self.request_read_timeout_ms = int(self.get("minikafka.request.read.timeout.ms"))
             self.retention_check_interval_ms = int(self.get("log.retention.check.interval.ms"))
             self.offsets_topic_partitions = int(self.get("offsets.topic.num.partitions"))
             self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))
@@ -198,10 +224,13 @@ class BrokerConfig:
             "min.cleanable.dirty.ratio": self.get("log.cleaner.min.cleanable.ratio"),
             "min.compaction.lag.ms": self.get("log.cleaner.min.compaction.lag.ms"),
             "message.timestamp.type": self.get("log.message.timestamp.type"),
+            "message.timestamp.before.max.ms": self.get("log.message.timestamp.before.max.ms"),
+            "message.timestamp.after.max.ms": self.get("log.message.timestamp.after.max.ms"),
         }
         if self.get("log.flush.interval.ms"):
             topic_props["flush.ms"] = self.get("log.flush.interval.ms")
-        base = LogConfig(producer_id_expiration_ms=int(self.get("producer.id.expiration.ms")))
+        base = LogConfig(producer_id_expiration_ms=int(self.get("producer.id.expiration.ms")),
+                         max_uncompressed_batch_bytes=int(self.get("minikafka.max.uncompressed.batch.bytes")))
         return LogConfig.from_props(topic_props, base)
 
     def _retention_ms(self) -> str:
