@@ -6,8 +6,11 @@ Kafka does, the original batch timestamp as log_append_time_ms); sequence/epoch 
 log start offset, as Kafka's answers do.
 
 Every client batch passes record-level validation (protocol/record_validator.py, Kafka's LogValidator)
-before anything is stored; batches above OFFLOAD_VALIDATION_BYTES are validated in a worker thread so
-the event loop keeps serving other connections, then appended with `validated=True`. A refused batch
+before anything is stored. Compressed batches above OFFLOAD_VALIDATION_BYTES are validated in a worker
+thread (decompression releases the GIL), then appended with `validated=True`; uncompressed ones are
+validated inline at native speed (~0.3 ms per MB: a thread hop would cost more, as the Cython parser
+holds the GIL), and a request yields to the event loop after every YIELD_EVERY_BYTES of partitions, so
+a 30 MB Produce never holds the loop in one piece. A refused batch
 is answered with Kafka's error code, `error_message` and, for per-record rules, `record_errors`.
 Produce never creates topics (Kafka auto-creates only on Metadata): unknown topic ->
 UNKNOWN_TOPIC_OR_PARTITION."""
@@ -20,6 +23,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from ...protocol.record_batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
     HEADER_SIZE,
     TRANSACTIONAL_MASK,
     check_produce_payload,
@@ -42,6 +46,7 @@ VALID_ACKS = (-1, 0, 1)
 PRODUCER_STATE_ERRORS = (se.OutOfOrderSequenceError, se.InvalidProducerEpochError, se.InvalidTxnStateError)
 # Record-level validation of batches above this size runs in a worker thread (the loop stays responsive)
 OFFLOAD_VALIDATION_BYTES = 256 * 1024
+YIELD_EVERY_BYTES = 1 << 20
 BatchError = PartitionResponse.BatchIndexAndErrorMessage
 
 
@@ -86,7 +91,8 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
             return refused
         validated = False
         # too large: append refuses it before looking inside (Kafka checks sizes before content)
-        if OFFLOAD_VALIDATION_BYTES < len(records) <= plog.config.max_message_bytes:
+        if (OFFLOAD_VALIDATION_BYTES < len(records) <= plog.config.max_message_bytes
+                and len(records) > ATTRIBUTES_OFFSET + 1 and records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK):
             await asyncio.get_running_loop().run_in_executor(None, _validate, records, plog.validation_settings())
             validated = True
             # the world moved on while the thread validated: the partition may be gone, the
@@ -112,11 +118,17 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     state = ctx.broker
     by_id = ctx.api_version >= 13
     responses = []
+    since_yield = 0
     for topic in req.topic_data:
         name = topic_name_for_id(state, topic.topic_id) if by_id else topic.name
-        parts = [await produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version,
-                                         req.transactional_id)
-                 for p in topic.partition_data]
+        parts = []
+        for p in topic.partition_data:
+            parts.append(await produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version,
+                                                 req.transactional_id))
+            since_yield += len(p.records or b"")
+            if since_yield >= YIELD_EVERY_BYTES:  # let other connections in between big partitions
+                since_yield = 0
+                await asyncio.sleep(0)
         if by_id:
             responses.append(TopicResponse(topic_id=topic.topic_id, partition_responses=parts))
         else:
