@@ -33,7 +33,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 from functools import partial
-from operator import attrgetter, ne
+from itertools import repeat
+from operator import attrgetter, ne, sub
 
 from .record_batch import (
     ATTRIBUTES_OFFSET,
@@ -328,6 +329,40 @@ def _parse_native(buf) -> list:
     return list(DefaultRecordBatch(buf))
 
 
+# A 32-bit varint Kafka refuses (more than 5 bytes: "Varint is too long") that still decodes to a
+# value that fits 32 bits ends in a byte 0x80-0x87 followed by 0x00; a minimal varint never ends so.
+_OVERLONG_TAILS = tuple(bytes((b, 0)) for b in range(0x80, 0x88))
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _may_hold_overlong_varint(buf, records: list, header: BatchHeader) -> bool:
+    """False only if no varint of `buf` (an uncompressed batch the native parser accepted) can be
+    longer than Kafka's 5-byte limit for 32-bit fields; True sends the batch to `_parse_exact`.
+
+    The native parser reads every varint as 64-bit, so it accepts over-long encodings. Real clients
+    write minimal varints, which this proves cheaply: offset deltas within int32, then (only if the
+    tell-tale tail bytes occur at all) the records' minimal encoded size equals their actual size."""
+    if not records:
+        return False
+    base = header.base_offset
+    if min(map(_OFFSET, records)) - base < _INT32[0] or max(map(_OFFSET, records)) - base > _INT32[1]:
+        return True
+    data = buf.obj if isinstance(buf, memoryview) and isinstance(buf.obj, bytes) and len(buf.obj) == len(buf) \
+        else bytes(buf)
+    if not any(tail in data for tail in _OVERLONG_TAILS):
+        return False
+    from aiokafka.record._crecords import DefaultRecordBatchBuilder, size_of_varint_cython
+    sizer = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1)
+    n = len(records)
+    minimal = sum(map(sizer.size_in_bytes, map(sub, map(_OFFSET, records), repeat(base)), repeat(0),
+                      map(_KEY, records), map(_VALUE, records), map(_HEADERS, records)))
+    # size_in_bytes counted a 1-byte timestamp delta; a larger delta may also grow the length varint,
+    # which only makes `minimal` too small, i.e. sends a valid batch down the exact (slower) path
+    minimal += sum(map(size_of_varint_cython, map(sub, map(_TIMESTAMP, records), repeat(header.base_timestamp)))) - n
+    return minimal != len(data) - HEADER_SIZE
+
+
 def parse_records(batch: memoryview, header: BatchHeader, cap: int) -> list:
     """Every record of `batch` (aiokafka DefaultRecord or _Record objects: offset, timestamp (-1 if
     none), key, value); raises InvalidRecordError / UndecodableBatchError / UncompressedBatchTooLargeError."""
@@ -344,9 +379,11 @@ def parse_records(batch: memoryview, header: BatchHeader, cap: int) -> list:
         buf = bytes(head) + inflated
         records_start = HEADER_SIZE
     try:
-        return _parse_native(buf)
+        records = _parse_native(buf)
     except Exception:  # CorruptRecordException, or MemoryError/OverflowError on absurd lengths
-        pass
+        records = None
+    if records is not None and not _may_hold_overlong_varint(buf, records, header):
+        return records
     return _parse_exact(buf, records_start, len(buf), header, codec != NONE)
 
 
@@ -355,6 +392,8 @@ def parse_records(batch: memoryview, header: BatchHeader, cap: int) -> list:
 _OFFSET = attrgetter("offset")
 _TIMESTAMP = attrgetter("timestamp")
 _KEY = attrgetter("key")
+_VALUE = attrgetter("value")
+_HEADERS = attrgetter("headers")
 _has_timestamp = partial(ne, NO_TIMESTAMP)
 
 

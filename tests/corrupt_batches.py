@@ -134,6 +134,24 @@ def _varint_too_long() -> bytes:
     return varint(len(body)) + body
 
 
+def _key_length_too_long() -> bytes:
+    # keyLength -1 (null key) as a 7-byte varint that decodes to 1: over-long, value fits 32 bits
+    body = bytes([0]) + varint(0) + varint(0) + b"\x82\x80\x80\x80\x80\x80\x00" + b"k" + varint(1) + b"v" + varint(0)
+    return varint(len(body)) + body
+
+
+def _offset_delta_huge() -> bytes:
+    # offsetDelta as a 6-byte varint whose value does not fit 32 bits
+    body = bytes([0]) + varint(0) + b"\xfe\xff\xff\xff\xff\x01" + varint(-1) + varint(1) + b"v" + varint(0)
+    return varint(len(body)) + body
+
+
+def _varint_non_minimal() -> bytes:
+    # offsetDelta 0 and valueLength 1 in 3 and 5 bytes: not minimal, but within Kafka's 5-byte limit
+    body = bytes([0]) + varint(0) + b"\x80\x80\x00" + varint(-1) + b"\x82\x80\x80\x80\x00" + b"v" + varint(0)
+    return varint(len(body)) + body
+
+
 def _varint_endless() -> bytes:
     # a record whose length varint never ends (11 continuation bytes) followed by filler
     return b"\xff" * 11 + b"\x01" + b"\x00" * 8
@@ -224,8 +242,14 @@ def corpus() -> list[Case]:
              INVALID_RECORD),
         Case("header-key-negative", lambda now: batch(_negative_header_key(), count=1, base_ts=now),
              INVALID_RECORD),
-        Case("varint-too-long", lambda now: batch(_varint_too_long(), count=1, base_ts=now), INVALID_RECORD,
-             minikafka_code=OK, note="known gap: aiokafka's parser reads 6-10 byte encodings of 32-bit varints"),
+        Case("varint-too-long", lambda now: batch(_varint_too_long(), count=1, base_ts=now), INVALID_RECORD),
+        Case("key-length-varint-too-long", lambda now: batch(_key_length_too_long(), count=1, base_ts=now),
+             INVALID_RECORD),
+        Case("offset-delta-varint-huge", lambda now: batch(_offset_delta_huge(), count=1, base_ts=now),
+             INVALID_RECORD),
+        Case("gzip-varint-too-long", lambda now: batch(_varint_too_long(), count=1, codec=GZIP, base_ts=now),
+             INVALID_RECORD),
+        Case("ok-varint-non-minimal", lambda now: batch(_varint_non_minimal(), count=1, base_ts=now), OK),
         Case("varint-endless", lambda now: batch(_varint_endless(), count=1, base_ts=now), UNKNOWN_SERVER_ERROR),
         Case("gzip-record-length-short", lambda now: batch(_length_too_short(), count=1, codec=GZIP, base_ts=now),
              OK, minikafka_code=INVALID_RECORD, unreadable_by=("confluent-kafka", "kafka-python"),
