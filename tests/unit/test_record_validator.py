@@ -198,18 +198,12 @@ def test_settings_from_log_config():
     assert s.max_uncompressed_bytes == 64 * 1024 * 1024
 
 
-def test_native_speed_one_megabyte():
-    """1,000 records of 1 KiB: validation stays well under a millisecond or two per MB uncompressed."""
-    data = batch(records(1000, value=b"x" * 1024), count=1000, base_ts=int(time.time() * 1000))
-    s = settings(now_ms=int(time.time() * 1000))
-    validate(data, s)
-    ((pos, header),) = validate_batches(data)
-    view = memoryview(data)
-    best = min(_timed(lambda: validate_client_batch(view, header, s)) for _ in range(20))
-    assert best < 0.005, best  # generous: the machine is shared
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+def test_valid_batches_stay_on_the_native_path():
+    """Minimal varints (what every client writes) never send a batch to the slow exact parser;
+    speed itself is measured in bench/ (BENCHMARKS.md, "Validation cost")."""
+    from minikafka.protocol import record_validator as rv
+    for value, n in ((b"x" * 1024, 1000), (b"y" * 100, 5000), (b"", 300)):
+        data = batch(records(n, value=value), count=n, base_ts=int(time.time() * 1000))
+        ((pos, header),) = validate_batches(data)
+        view = memoryview(data)
+        assert not rv._may_hold_overlong_varint(view, rv._parse_native(view), header)
