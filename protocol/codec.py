@@ -1,7 +1,7 @@
 """Request body decoding with Apache Kafka's parse-time checks, over kafka-python's message schemas.
 
 `decode_body` returns the same objects as kafka-python's generated decoder (`ApiMessage.decode`:
-data-class instances, `tags`/`unknown_tags`, `bytes` for bytes/records, `None` for the zero uuid), but
+data-class instances, `tags`/`unknown_tags`, `bytes` for bytes fields, `None` for the zero uuid), but
 the decoder is generated here, once per (message class, version), from the same schema fields, so
 that it refuses what Kafka's generated readers (`*Data.read(Readable, short)`) refuse while parsing:
 
@@ -21,6 +21,9 @@ does not fail the request. Trailing bytes after the body are ignored, as Kafka d
 Kafka then closes the connection (SocketServer: "Exception while processing request"), which is what
 the dispatcher does on DecodeError. The checks are inline in the generated code (a comparison per
 length field), so they cost nothing measurable on Produce/Fetch; records bytes are not looked at.
+
+One deliberate difference from kafka-python: a `records` field is a memoryview of the request frame,
+not a copy (the frame is the broker's own buffer, so Produce patches offsets into it and writes it).
 """
 from __future__ import annotations
 
@@ -243,7 +246,10 @@ def _emit_field(ctx: _Ctx, field, target: str, indent: str, version: int, flexib
             ctx.emit(indent, f"elif {ln} > end - pos:")
             ctx.emit(indent, f'    _underrun("byte array", {ln}, end - pos)')
             ctx.emit(indent, "else:")
-            ctx.emit(indent, f"    {target} = bytes(data[pos:pos + {ln}])")
+            if field.type_str == "records":  # a view of the frame: Produce appends it without copying
+                ctx.emit(indent, f"    {target} = data[pos:pos + {ln}]")
+            else:
+                ctx.emit(indent, f"    {target} = bytes(data[pos:pos + {ln}])")
             ctx.emit(indent, f"    pos += {ln}")
         else:
             # fixed-size values, uuid (zero uuid -> None, as kafka-python), bitfield: kafka-python's own

@@ -250,7 +250,7 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- append
 
-    def append(self, records: bytes | bytearray, *, leader_epoch: int | None = None,
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int | None = None,
                origin: AppendOrigin = AppendOrigin.CLIENT, validated: bool = False) -> AppendInfo:
         """Validate, assign offsets (per batch, patching the copy), roll if needed, write, index.
 
@@ -273,7 +273,8 @@ class PartitionLog:
         if len(records) > cfg.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{len(records)} bytes exceed segment.bytes {cfg.segment_bytes}")
-        buf = bytearray(records)
+        # a writable view (the request frame, see protocol/codec.py) is patched in place; else a copy
+        buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         now_ms = self._now_ms()
         append_time = cfg.log_append_time
         first_offset = offset = self._leo
