@@ -26,6 +26,7 @@ from typing import Callable, NamedTuple
 
 from minikafka.protocol.record_batch import (
     CONTROL_MASK,
+    BatchHeader,
     TIMESTAMP_TYPE_MASK,
     compute_crc,
     patch_base_offset,
@@ -392,15 +393,16 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- reads (thread-safe)
 
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> bytes:
-        """Whole batches starting with the one containing `offset`, from one segment only, up to
-        `max_bytes` (the first batch is returned whole even if larger) and before `max_offset`."""
+    def _locate(self, offset: int) -> tuple[int, LogSegment, int, BatchHeader, int] | None:
+        """(log end offset, segment, position, header, committed segment size) of the first batch whose
+        last offset >= `offset`; None at the log end. The LEO is read before the segment view, per the
+        threading invariant above. Raises OffsetOutOfRangeError."""
         leo = self._leo
         if offset < self._log_start_offset or offset > leo:
             raise OffsetOutOfRangeError(
                 f"offset {offset} not in [{self._log_start_offset}, {leo}] for {self.dir.name}")
         if offset == leo:
-            return b""
+            return None
         segments, bases = self._view
         i = bisect_right(bases, offset) - 1
         if i < 0:
@@ -409,13 +411,21 @@ class PartitionLog:
             limit = seg.size
             found = seg.find_batch(offset, limit)
             if found is not None:
-                pos, header = found
-                if max_offset is not None and header.base_offset >= max_offset:
-                    return b""
-                if not min_one and header.size > max_bytes:
-                    return b""  # only the first partition of a response may exceed the limit (KIP-74)
-                return seg.read_batches(pos, header.size, max_bytes, limit, max_offset)
-        return b""
+                return leo, seg, found[0], found[1], limit
+        return None
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> bytes:
+        """Whole batches starting with the one containing `offset`, from one segment only, up to
+        `max_bytes` (the first batch is returned whole even if larger) and before `max_offset`."""
+        found = self._locate(offset)
+        if found is None:
+            return b""
+        _leo, seg, pos, header, limit = found
+        if max_offset is not None and header.base_offset >= max_offset:
+            return b""
+        if not min_one and header.size > max_bytes:
+            return b""  # only the first partition of a response may exceed the limit (KIP-74)
+        return seg.read_batches(pos, header.size, max_bytes, limit, max_offset)
 
     def read_ranges(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
                     min_one: bool = True) -> list[LogRange]:
@@ -425,29 +435,17 @@ class PartitionLog:
         whole batches starting with the one containing `offset`, up to `max_bytes` (the first one
         whole even if larger, unless `min_one` is false), none at or past `max_offset` or the high
         watermark. Only batch headers and the offset index are read; thread-safe like `read`."""
-        leo = self._leo
-        if offset < self._log_start_offset or offset > leo:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} not in [{self._log_start_offset}, {leo}] for {self.dir.name}")
-        if offset == leo:
+        found = self._locate(offset)
+        if found is None:
             return []
+        leo, seg, pos, header, limit = found
         stop = leo if max_offset is None else min(max_offset, leo)
-        segments, bases = self._view
-        i = bisect_right(bases, offset) - 1
-        if i < 0:
-            raise OffsetOutOfRangeError(f"offset {offset} was deleted from {self.dir.name}")
-        for seg in segments[i:]:
-            limit = seg.size
-            found = seg.find_batch(offset, limit)
-            if found is not None:
-                pos, header = found
-                if header.base_offset >= stop:
-                    return []
-                if not min_one and header.size > max_bytes:
-                    return []  # only the first partition of a response may exceed the limit (KIP-74)
-                size, last = seg.batch_range(pos, header, max_bytes, limit, stop)
-                return [seg.open_range(pos, size, header.base_offset, last)]
-        return []
+        if header.base_offset >= stop:
+            return []
+        if not min_one and header.size > max_bytes:
+            return []  # only the first partition of a response may exceed the limit (KIP-74)
+        size, last = seg.batch_range(pos, header, max_bytes, limit, stop)
+        return [seg.open_range(pos, size, header.base_offset, last)]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record at/after the log start with timestamp >= `timestamp`."""
