@@ -20,7 +20,7 @@ from .. import __version__
 from . import handlers  # noqa: F401  (registers every handler in the dispatch table)
 from .background import start_background
 from .config import BrokerConfig
-from .connection import ConnectionRegistry
+from .connection_registry import ConnectionRegistry
 from .state import BrokerState
 
 log = logging.getLogger(__name__)

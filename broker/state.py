@@ -47,7 +47,7 @@ class BrokerState:
         self.advertised: Listener = config.advertised_listeners[0]
         self.started_at = time.time()
         # connection layer: the request memory budget (queued.max.request.bytes) and, while the server
-        # runs, its broker.connection.ConnectionRegistry (open connections, limits, counters)
+        # runs, its broker.connection_registry.ConnectionRegistry (open connections, limits, counters)
         self.memory_pool = MemoryPool(pool_capacity(config.queued_max_request_bytes))
         self.connections = None
 
