@@ -9,7 +9,8 @@ PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-STAMP="$VENV/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${1:-run}"
+# the stamp covers the C extension source too: a change to it alone must rebuild the editable install
+STAMP="$VENV/.installed-$(cat pyproject.toml protocol/_recordscan.c | sha1sum | cut -c1-12)-${1:-run}"
 if [ ! -f "$STAMP" ]; then
   "$VENV/bin/pip" install -q --upgrade pip==26.3
   if [ "${1:-}" = "test" ]; then

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.minikafka_only
 
 def test_dockerfile_mentions_the_steps_tested_here():
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    assert re.search(r"RUN pip install --no-cache-dir \.", dockerfile)
+    assert re.search(r"&& pip install --no-cache-dir \. ", dockerfile)
+    assert re.search(r"apt-get install -y --no-install-recommends gcc libc6-dev", dockerfile)  # the C scanner
     assert "ENTRYPOINT [\"minikafka-entrypoint\"]" in dockerfile
     assert "docker/entrypoint.sh /usr/local/bin/minikafka-entrypoint" in dockerfile
     assert "USER minikafka" in dockerfile and "EXPOSE 9092" in dockerfile
@@ -41,6 +42,8 @@ def test_installed_package_runs_through_entrypoint(tmp_path: Path):
     for sub in ("broker", "protocol", "storage", "coordinator"):
         assert (target / "minikafka" / sub / "__init__.py").exists()
     assert not (target / "broker").exists() and not (target / "storage").exists()
+    # with a compiler (as the Dockerfile installs one) the native record scanner is built
+    assert list((target / "minikafka" / "protocol").glob("_recordscan*.so")), "record scanner not built"
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
