@@ -25,6 +25,7 @@ from .state import BrokerState
 
 log = logging.getLogger(__name__)
 
+
 CONNECTION_CLOSE_WAIT_S = 2.0
 TXN_STOP_WAIT_S = 3.0
 SHUTDOWN_HARD_LIMIT_S = 10.0
@@ -166,9 +167,31 @@ async def serve(config: BrokerConfig, started: list[Broker] | None = None) -> in
     return broker.exit_code
 
 
+MALLOC_TRIM_THRESHOLD = 32 << 20
+MALLOC_MMAP_THRESHOLD = 8 << 20
+
+
+def _tune_malloc() -> None:
+    """glibc: keep up to 32 MiB free at the top of each malloc arena instead of returning it after
+    every batch. A worker thread's arena otherwise gives back the ~2 MB a compressed batch's
+    validation allocates, and the next batch pays ~700 page faults for it (measured: 3x the broker
+    CPU per MB on lz4). Allocations above 8 MiB are mapped and unmapped as before, so memory taken
+    by a burst still goes back. No-op where glibc's mallopt is absent."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    mallopt(M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD)
+    mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
+
+
 def run(config: BrokerConfig) -> int:
     """Serve until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown)."""
     started: list[Broker] = []
+    _tune_malloc()
     try:
         try:
             import uvloop
