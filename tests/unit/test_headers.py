@@ -9,6 +9,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import ProduceRequest
 
 from minikafka.protocol.headers import HeaderError, RequestHeader, body_offset, encode_response_frame, peek_header
+from tests.corrupt_batches import uvarint
 
 
 def _encoded(req, version: int, correlation_id: int = 77, client_id: str | None = "client-1") -> bytes:
@@ -23,16 +24,7 @@ def _metadata(topics=("a", "bb")) -> MetadataRequest:
                            include_topic_authorized_operations=False)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+_uvarint = uvarint
 
 
 # ------------------------------------------------------------------------------ peek_header
