@@ -195,6 +195,7 @@ class LogManager:
         """Forget the log (owner thread); the caller closes and removes it with `discard`."""
         plog = self._logs.pop((topic, partition), None)
         if plog is not None:
+            plog.drain_writes()  # its writes are published here, not in the thread that discards it
             self.release([plog.dir])
         return plog
 

@@ -1,7 +1,11 @@
 """PartitionLog: the ordered segments of one `<topic>-<partition>` directory.
 
 Threading invariant: one owner thread (the event loop) calls every mutating method (append,
-retention, delete_records_before, update_config, flush, close). `read`, `read_ranges`,
+begin_append, retention, delete_records_before, update_config, flush, close). `begin_append` hands
+only the file write to the log dir's writer thread (storage/append_writer.py): offsets and producer
+state advance at once in the owner thread, the bytes are published (segment size, indexes, LEO) by
+the owner thread in offset order once written; everything that needs the whole log (append, roll,
+retention, flush, close) first waits for those writes (`drain_writes`). `read`, `read_ranges`,
 `offset_for_timestamp` and `max_timestamp` may run concurrently in worker threads: they snapshot the
 log end offset, then the published (segments, base offsets) tuple, then each segment's committed
 size, and only `pread` below that size. The owner publishes in the opposite order (bytes written ->
@@ -15,12 +19,15 @@ max(checkpoint, first segment base offset).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import shutil
 import struct
 import time
 from bisect import bisect_right
+from collections import deque
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -33,6 +40,7 @@ from minikafka.protocol.record_batch import (
     validate_batches,
 )
 from minikafka.protocol.record_validator import settings_for, validate_client_batch
+from minikafka.storage import append_writer
 from minikafka.storage.batch_io import MAX_RELATIVE_OFFSET
 from minikafka.storage.errors import (
     KafkaStorageError,
@@ -72,6 +80,28 @@ class AppendInfo(NamedTuple):
     log_start_offset: int
 
 
+class _Prepared(NamedTuple):
+    """A validated append with its offsets assigned, not yet written."""
+    buf: bytearray | memoryview
+    batches: list[BatchInfo]
+    first_offset: int
+    next_offset: int  # last offset + 1
+    max_ts: int
+    now_ms: int
+    log_append_time_ms: int
+    producers: dict[int, ProducerAppendInfo] | None
+    completed_txns: list[CompletedTxn] | None
+
+
+class _PendingAppend(NamedTuple):
+    """An append being written by the writer thread at `start` of `segment`, published in order."""
+    prepared: _Prepared
+    segment: LogSegment
+    start: int
+    published: "asyncio.Future[AppendInfo]"
+    write: Future
+
+
 def parse_partition_dir(name: str) -> tuple[str, int]:
     """`<topic>-<partition>` -> (topic, partition); ValueError if the name does not fit."""
     topic, sep, part = name.rpartition("-")
@@ -94,8 +124,14 @@ class PartitionLog:
         self._last_flush_ms = self._now_ms()
         self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
         self._log_start_offset = 0
-        self._leo = 0
+        self._leo = 0  # published log end offset (readers); `_next_offset` is the next one to assign
+        # appends whose bytes a writer thread is writing (begin_append), oldest first
+        self._pending: deque[_PendingAppend] = deque()
+        self._pending_bytes = 0  # their bytes, all in the active segment (a roll drains them first)
+        self._write_failed = False  # set by the writer thread; the pending writes after it are skipped
+        self._rewinding = False
         self._load(clean_shutdown)
+        self._next_offset = self._leo
         self.topic_id: bytes | None = read_partition_metadata(self.dir)
         self._producers = ProducerStateManager(self.dir, config.producer_id_expiration_ms)
         self.producer_state_replayed_batches = 0  # batches read to rebuild producer state on open
@@ -253,7 +289,9 @@ class PartitionLog:
 
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int | None = None,
                origin: AppendOrigin = AppendOrigin.CLIENT, validated: bool = False) -> AppendInfo:
-        """Validate, assign offsets (per batch, patching the copy), roll if needed, write, index.
+        """Validate, assign offsets (per batch, patching the copy), roll if needed, write, index, all
+        in the calling (owner) thread; appends still being written by `begin_append` are waited for
+        first, so once this returns the bytes are in the file and visible.
 
         Client batches go through record-level validation (protocol/record_validator.py) unless the
         caller already ran it (`validated=True`, e.g. the Produce handler in a worker thread).
@@ -262,6 +300,130 @@ class PartitionLog:
         RecordTooLargeError if a batch exceeds max.message.bytes, RecordBatchTooLargeError if the
         whole payload exceeds segment.bytes, KafkaStorageError on I/O failure.
         """
+        self.drain_writes()
+        prepared = self._prepare(records, leader_epoch, origin, validated)
+        if isinstance(prepared, AppendInfo):
+            return prepared
+        segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
+        segment.append(prepared.buf, prepared.batches)
+        self._reserve(prepared, segment)
+        return self._published(prepared, segment)
+
+    def begin_append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int | None = None,
+                     origin: AppendOrigin = AppendOrigin.CLIENT,
+                     validated: bool = False) -> "AppendInfo | asyncio.Future[AppendInfo]":
+        """`append` with the file write on the log dir's writer thread (storage/append_writer.py).
+
+        Validation, offsets and producer state happen now, in the owner thread (the next batch of a
+        pipelining idempotent producer is checked against this one); the returned future resolves on
+        the owner thread's event loop once the bytes are written and published, in offset order. A
+        duplicate of a batch still being written resolves when that one is published. Errors of
+        validation raise here; a failed write fails this append and every later one still pending,
+        and rewinds the partition to what was published (its producer state reloaded).
+        """
+        loop = asyncio.get_running_loop()
+        if self._rewinding:
+            raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
+        prepared = self._prepare(records, leader_epoch, origin, validated)
+        if isinstance(prepared, AppendInfo):  # a retry: answered once the original is published
+            if not self._pending:
+                return prepared
+            done: asyncio.Future[AppendInfo] = loop.create_future()
+            self._pending[-1].published.add_done_callback(
+                lambda f: done.cancelled() or (done.set_exception(f.exception()) if f.exception() is not None
+                                               else done.set_result(prepared)))
+            return done
+        if prepared.completed_txns:  # markers come from coordinators through `append`
+            raise KafkaStorageError("transaction markers are appended synchronously")
+        segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
+        if prepared.first_offset != self._next_offset:  # the roll found a failed write and rewound
+            raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
+        start = segment.size + self._pending_bytes
+        self._reserve(prepared, segment)
+        self._pending_bytes += len(prepared.buf)
+        pending = _PendingAppend(prepared, segment, start, loop.create_future(),
+                                 append_writer.submit(self.dir.parent, self._write, segment, prepared.buf, start))
+
+        def written(_f: object) -> None:
+            try:
+                loop.call_soon_threadsafe(self._publish_written)
+            except RuntimeError:  # the loop is closed: close() drains and publishes instead
+                pass
+        pending.write.add_done_callback(written)
+        self._pending.append(pending)
+        return pending.published
+
+    def _write(self, segment: LogSegment, buf: memoryview | bytearray, start: int) -> None:
+        """Writer thread: one pending append's bytes; skipped once an earlier one of this log failed."""
+        if self._write_failed:
+            raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
+        try:
+            segment.write(buf, start)
+        except BaseException:
+            self._write_failed = True
+            raise
+
+    def _publish_written(self) -> None:
+        """Owner thread: publish pending appends whose write finished, oldest first, up to the first
+        still being written; a failed write fails it and everything after it (`_rewind`)."""
+        while self._pending and self._pending[0].write.done():
+            pending = self._pending.popleft()
+            exc = pending.write.exception()
+            if exc is not None:
+                self._rewind(pending, exc)
+                return
+            self._pending_bytes -= len(pending.prepared.buf)
+            try:
+                info = self._published(pending.prepared, pending.segment, pending.start)
+            except Exception as exc:  # an index write failed: the bytes are in the file, say so
+                if not pending.published.done():
+                    pending.published.set_exception(exc)
+                continue
+            if not pending.published.done():
+                pending.published.set_result(info)
+
+    def drain_writes(self) -> None:
+        """Owner thread: wait for every pending write of this log and publish it (blocks for at most
+        the writes queued on this log dir's writer; used before anything that needs the whole log)."""
+        if not self._pending:
+            return
+        for pending in list(self._pending):
+            try:
+                pending.write.result()
+            except Exception:
+                pass
+        self._publish_written()
+
+    def _rewind(self, failed: _PendingAppend, exc: BaseException) -> None:
+        """Owner thread: `failed`'s write failed (the file is cut back to where it began, which is the
+        published size). Fail it and every later pending append, forget their offsets and reload the
+        producer state from the published log, so the partition goes on where it was published."""
+        self._rewinding = True
+        try:
+            doomed = [failed, *self._pending]
+            self._pending.clear()
+            for pending in doomed[1:]:
+                try:
+                    pending.write.result()
+                except Exception:
+                    pass
+            error = exc if isinstance(exc, KafkaStorageError) else KafkaStorageError(str(exc))
+            log.error("append to %s failed, %d pending appends refused: %s", self.dir.name, len(doomed), exc)
+            self._write_failed = False
+            self._pending_bytes = 0
+            self._next_offset = self._leo
+            self._producers = ProducerStateManager(self.dir, self._config.producer_id_expiration_ms)
+            self._load_producer_state()
+            for pending in doomed:
+                if not pending.published.done():
+                    pending.published.set_exception(error)
+        finally:
+            self._rewinding = False
+
+    def _prepare(self, records: bytes | bytearray | memoryview, leader_epoch: int | None, origin: AppendOrigin,
+                 validated: bool) -> "_Prepared | AppendInfo":
+        """Validate and assign offsets from the next free one (patching `records` or a copy); a
+        duplicate of one of the producer's last batches -> its original AppendInfo. Touches no state."""
         cfg = self._config
         headers = validate_batches(records)
         for pos, header in headers:
@@ -278,7 +440,7 @@ class PartitionLog:
         buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         now_ms = self._now_ms()
         append_time = cfg.log_append_time
-        first_offset = offset = self._leo
+        first_offset = offset = self._next_offset
         batches: list[BatchInfo] = []
         max_ts = -1
         producers: dict[int, ProducerAppendInfo] | None = None
@@ -311,26 +473,39 @@ class PartitionLog:
             batches.append(BatchInfo(pos, header.size, last, batch_ts))
             max_ts = max(max_ts, batch_ts)
             offset = last + 1
-        last_offset = offset - 1
-        segment = self._maybe_roll(len(buf), max_ts, last_offset, now_ms)
-        segment.append(buf, batches)
-        self._leo = offset
-        if producers:
-            for info in producers.values():
+        return _Prepared(buf, batches, first_offset, offset, max_ts, now_ms, now_ms if append_time else -1,
+                         producers, completed_txns)
+
+    def _reserve(self, prepared: _Prepared, segment: LogSegment) -> None:
+        """Owner thread: the prepared append takes its offsets; producer state moves on (so the next
+        batch is checked against this one) and transactions it ends complete."""
+        self._next_offset = prepared.next_offset
+        if prepared.producers:
+            for info in prepared.producers.values():
                 self._producers.update(info)
-        if completed_txns:
-            for completed in completed_txns:
+        if prepared.completed_txns:
+            for completed in prepared.completed_txns:
                 self._complete_txn(segment, completed)
-        self._producers.last_map_offset = offset
+        self._producers.last_map_offset = prepared.next_offset
+
+    def _published(self, prepared: _Prepared, segment: LogSegment, start: int | None = None) -> AppendInfo:
+        """Owner thread: the append's bytes are in the file (written at `start` by a writer thread, or
+        already published by `segment.append`): make them visible, apply flush.ms / flush.messages,
+        wake fetchers."""
+        if start is not None:
+            segment.publish(start, len(prepared.buf), prepared.batches)
+        self._leo = prepared.next_offset
         if not self._unflushed or self._unflushed[-1] is not segment:
             self._unflushed.append(segment)
-        self._unflushed_messages += offset - first_offset
+        self._unflushed_messages += prepared.next_offset - prepared.first_offset
+        cfg = self._config
         if (self._unflushed_messages >= cfg.flush_messages
-                or now_ms - self._last_flush_ms >= cfg.flush_ms):
-            self.flush()
+                or prepared.now_ms - self._last_flush_ms >= cfg.flush_ms):
+            self._fsync()
         for listener in self.append_listeners:
             listener()
-        return AppendInfo(first_offset, last_offset, now_ms if append_time else -1, self._log_start_offset)
+        return AppendInfo(prepared.first_offset, prepared.next_offset - 1, prepared.log_append_time_ms,
+                          self._log_start_offset)
 
     def _complete_txn(self, segment: LogSegment, completed: CompletedTxn, replay: bool = False) -> None:
         """A marker ended `completed`: an aborted one goes to the marker segment's .txnindex with the
@@ -357,8 +532,9 @@ class PartitionLog:
         """Kafka's shouldRoll; a segment is never rolled while empty."""
         seg = self._active
         cfg = self._config
-        if seg.size > 0 and (
-                seg.size > cfg.segment_bytes - size
+        used = seg.size + self._pending_bytes
+        if used > 0 and (
+                used > cfg.segment_bytes - size
                 or seg.time_waited_for_roll(now_ms, max_ts) > cfg.segment_ms - seg.roll_jitter_ms
                 or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET):
             return self.roll(now_ms)
@@ -366,6 +542,7 @@ class PartitionLog:
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        self.drain_writes()
         old = self._active
         if old.size == 0:
             return old
@@ -379,10 +556,14 @@ class PartitionLog:
         """flush.ms check for a periodic timer (appends check it too)."""
         now_ms = self._now_ms() if now_ms is None else now_ms
         if self._unflushed and now_ms - self._last_flush_ms >= self._config.flush_ms:
-            self.flush()
+            self._fsync()
 
     def flush(self) -> None:
-        """fsync every segment written since the last flush, and the directory."""
+        """fsync every segment written since the last flush, and the directory (pending writes first)."""
+        self.drain_writes()
+        self._fsync()
+
+    def _fsync(self) -> None:
         for seg in self._unflushed:
             seg.flush()
         if self._unflushed:
@@ -475,6 +656,7 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset to `offset` (HIGH_WATERMARK = -1 means the high
         watermark), delete segments wholly below it, return the new log start offset."""
+        self.drain_writes()
         if offset == HIGH_WATERMARK:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
@@ -490,6 +672,7 @@ class PartitionLog:
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole oldest segments breaching retention.ms / retention.bytes (cleanup.policy
         delete) or the log start offset; returns how many segments were deleted."""
+        self.drain_writes()
         now_ms = self._now_ms() if now_ms is None else now_ms
         self._purge_graveyard(now_ms)
         cfg = self._config
@@ -562,6 +745,7 @@ class PartitionLog:
         copy with the same base offset. `install` moves the cleaned files over old's paths; readers
         holding `old` keep its open descriptors until file.delete.delay.ms. Returns False, doing
         nothing, if `old` is no longer an inactive segment of this log."""
+        self.drain_writes()
         segments = list(self._view[0])
         if old.deleted or not any(seg is old for seg in segments[:-1]):
             return False
@@ -584,6 +768,7 @@ class PartitionLog:
     def close(self) -> None:
         """Snapshot the producer state at the LEO, close every file (no fsync of segments: call
         flush() first for durability against power loss)."""
+        self.drain_writes()  # owner thread, or after the owner unregistered this log (LogManager)
         if self._view[0] and not self._active.deleted:
             self._producers.take_snapshot()
         for seg in self._view[0]:

@@ -4,8 +4,10 @@ Invariants:
 - `size` counts only whole, validated batches; the file never holds bytes past `size` except
   transiently inside `append` (or after a crash: recovery truncates them).
 - The file only grows while open (truncation happens in `recover`, before anyone reads).
-- Writes are unbuffered `os.write`s of whole appends: once `append` returns, the bytes are in the
-  kernel, so a kill -9 of the process loses nothing acknowledged (power loss needs `flush`).
+- Writes are unbuffered `os.write`s of whole appends: once `write` returns, the bytes are in the
+  kernel, so a kill -9 of the process loses nothing acknowledged (power loss needs `flush`). `write`
+  may run in a writer thread (storage/append_writer.py); `publish` (owner thread) then makes the bytes
+  visible, in file order.
 - Readers use `os.pread` below a size snapshot taken at call start, so `read*`/`find_batch` may run
   in a worker thread while the owner thread appends.
 """
@@ -150,15 +152,19 @@ class LogSegment:
 
     # ---------------------------------------------------------------- writing
 
-    def append(self, buf: bytes | bytearray, batches: list[BatchInfo]) -> None:
+    def append(self, buf: bytes | bytearray | memoryview, batches: list[BatchInfo]) -> None:
         """Write `buf` (whole batches, offsets already assigned, described by `batches`) with one
-        unbuffered write, then add index entries (Kafka: when more than index.interval.bytes were
-        appended since the last entry, an entry for the batch's last offset at its position)."""
+        unbuffered write, then publish it (`publish`)."""
         if not batches:
             return
         start = self.size
-        if self.size == 0:
-            self.rolling_timestamp = max(b.max_timestamp for b in batches)
+        self.write(buf, start)
+        self.publish(start, len(buf), batches)
+
+    def write(self, buf: bytes | bytearray | memoryview, start: int) -> None:
+        """Write `buf` at the end of the file, which must be at `start` (any thread, one writer per
+        segment at a time; readers do not see the bytes until `publish`). On failure the file is cut
+        back to `start` and KafkaStorageError raised."""
         view = memoryview(buf)
         written = 0
         try:
@@ -170,10 +176,17 @@ class LogSegment:
             except OSError:
                 pass
             raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
+
+    def publish(self, start: int, size: int, batches: list[BatchInfo]) -> None:
+        """Owner thread: make `size` written bytes at `start` (== `self.size`) visible and index them
+        (Kafka: when more than index.interval.bytes were appended since the last entry, an entry for
+        the batch's last offset at its position)."""
+        if start == 0:
+            self.rolling_timestamp = max(b.max_timestamp for b in batches)
         for b in batches:
             if b.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
-        self.size = start + written  # publish: readers may now see these bytes
+        self.size = start + size  # publish: readers may now see these bytes
         self.next_offset = batches[-1].last_offset + 1
         try:
             for b in batches:

@@ -10,13 +10,17 @@ before anything is stored. Uncompressed batches and compressed ones that declare
 are validated inline (native scan, ~0.01 ms per MB, plus decompression); others (unknown or large
 inflated size: gzip, snappy, would-be bombs) in a worker thread, then appended with `validated=True`.
 A request yields to the event loop after every YIELD_EVERY_BYTES of partitions, so a 30 MB Produce
-never holds the loop in one piece. A refused batch
+never holds the loop in one piece. The file writes run on the log dir's writer thread
+(PartitionLog.begin_append): all partitions of a request are validated and given offsets first, then
+the response waits for their writes; acks=0 too waits (it has no response, but keeps one request in
+flight per connection). A refused batch
 is answered with Kafka's error code, `error_message` and, for per-record rules, `record_errors`.
 Produce never creates topics (Kafka auto-creates only on Metadata): unknown topic ->
 UNKNOWN_TOPIC_OR_PARTITION."""
 from __future__ import annotations
 
 import asyncio
+from typing import NamedTuple
 
 import kafka.errors as ke
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -32,6 +36,7 @@ from ...protocol.record_batch import (
 )
 from ...protocol.record_validator import RecordValidationError, declared_inflated_size, validate_client_batch
 from ...storage import errors as se
+from ...storage.partition_log import AppendInfo
 from ..context import RequestContext
 from ..errors import error_code, error_message
 from ..registry import handles
@@ -76,7 +81,10 @@ def _validate(records: bytes, settings) -> None:
 
 
 async def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
-                            acks: int, version: int, transactional_id: str | None = None) -> PartitionResponse:
+                            acks: int, version: int,
+                            transactional_id: str | None = None) -> "PartitionResponse | _Writing":
+    """Checks, validation and the offsets of one partition's records; their file write may still be
+    going on (`_Writing`): the caller starts the other partitions before waiting for it."""
     if acks not in VALID_ACKS:
         return _error(index, ke.InvalidRequiredAcksError.errno)
     if topic is None:
@@ -111,13 +119,30 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
                 return _error(index, ke.UnknownTopicOrPartitionError.errno)
             if transactional and (refused := unverified()) is not None:
                 return refused
-        info = plog.append(records, leader_epoch=LEADER_EPOCH, validated=validated)
+        appended = plog.begin_append(records, leader_epoch=LEADER_EPOCH, validated=validated)
     except RecordValidationError as exc:
         return _error(index, error_code(exc), error_message(exc), record_errors=exc.record_errors)
     except PRODUCER_STATE_ERRORS as exc:
         return _error(index, error_code(exc), error_message(exc), plog.log_start_offset)
     except Exception as exc:
         return _error(index, error_code(exc), error_message(exc))
+    return _answer(index, appended) if isinstance(appended, AppendInfo) else _Writing(index, appended)
+
+
+class _Writing(NamedTuple):
+    """A partition whose append a writer thread is still writing."""
+    index: int
+    appended: "asyncio.Future[AppendInfo]"
+
+    async def response(self) -> PartitionResponse:
+        try:
+            info = await asyncio.shield(self.appended)  # a cancelled request does not cancel the write
+        except Exception as exc:
+            return _error(self.index, error_code(exc), error_message(exc))
+        return _answer(self.index, info)
+
+
+def _answer(index: int, info: AppendInfo) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=0, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time_ms, log_start_offset=info.log_start_offset,
                              record_errors=[], error_message=None)
@@ -129,9 +154,10 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     by_id = ctx.api_version >= 13
     responses = []
     since_yield = 0
+    started: list[tuple[object, list[PartitionResponse | _Writing]]] = []
     for topic in req.topic_data:
         name = topic_name_for_id(state, topic.topic_id) if by_id else topic.name
-        parts = []
+        parts: list[PartitionResponse | _Writing] = []
         for p in topic.partition_data:
             parts.append(await produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version,
                                                  req.transactional_id))
@@ -139,10 +165,13 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             if since_yield >= YIELD_EVERY_BYTES:  # let other connections in between big partitions
                 since_yield = 0
                 await asyncio.sleep(0)
+        started.append((topic, parts))
+    for topic, parts in started:  # acks only once every partition's bytes are written
+        done = [await part.response() if isinstance(part, _Writing) else part for part in parts]
         if by_id:
-            responses.append(TopicResponse(topic_id=topic.topic_id, partition_responses=parts))
+            responses.append(TopicResponse(topic_id=topic.topic_id, partition_responses=done))
         else:
-            responses.append(TopicResponse(name=topic.name, partition_responses=parts))
+            responses.append(TopicResponse(name=topic.name, partition_responses=done))
     if req.acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)
