@@ -10,11 +10,29 @@ import threading
 
 import pytest
 
-from minikafka.storage import PartitionLog, append_writer
+from minikafka.storage import PartitionLog, append_writer, partition_log
 from minikafka.storage.errors import KafkaStorageError, OutOfOrderSequenceError
 from minikafka.storage.segment import LogSegment
 from storage_helpers import build_batch, read_all, record_offsets
 from test_producer_state import pbatch
+
+
+@pytest.fixture(autouse=True)
+def every_write_on_the_writer(monkeypatch):
+    """These small batches would be written inline; send them to the writer thread like big ones."""
+    monkeypatch.setattr(partition_log, "INLINE_WRITE_BYTES", -1)
+
+
+def test_small_append_with_nothing_pending_is_written_inline(open_log, monkeypatch):
+    monkeypatch.setattr(partition_log, "INLINE_WRITE_BYTES", 64 * 1024)
+    plog = open_log()
+
+    async def run() -> None:
+        held = HeldWriter(plog)
+        info = plog.begin_append(build_batch(2))  # not a future: written although the writer is held
+        assert (info.first_offset, plog.log_end_offset) == (0, 2)
+        held.release()
+    asyncio.run(run())
 
 
 class HeldWriter:
