@@ -46,9 +46,12 @@ soak: setup-test
 	  -o timeout=0 tests/integration/test_protocol_fuzz.py tests/unit/test_codec_checks.py \
 	  tests/integration/test_hostile_load.py $(PYTEST_ARGS)
 
+# minikafka vs Apache Kafka (warm, cold, CPU per GB, scaling) into BENCHMARKS.md; run it on a quiet
+# machine. BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick" or "--mode warm --no-scaling".
+BENCH_ARGS ?=
 bench: setup-test kafka-lab
 	$(VENV)/bin/pip install -q -e '.[test,bench]'
-	$(VENV)/bin/python -m bench.run_all
+	$(VENV)/bin/python -m bench.run_all $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) minikafka-data

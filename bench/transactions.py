@@ -29,9 +29,9 @@ def broker(kind: str, bootstrap: str | None) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    from .run_all import start_broker
-    with start_broker(kind) as (bs, _pid, _ready):
-        yield bs
+    from .brokers import running
+    with running(kind) as (b, _ready):
+        yield b.bootstrap
 
 
 def run_transactions(bs: str, topic: str, size: int, count: int) -> dict[str, float]:
