@@ -1,9 +1,24 @@
-"""LogManager: every PartitionLog under a set of log directories.
+"""LogManager: every partition under a set of log directories, each opened on first use.
 
-Clean shutdown: `close()` writes `.kafka_cleanshutdown` in each log dir after flushing and closing
-all logs; `load()` reads it (clean => cheap tail check of each last segment instead of a full
-CRC scan) and removes it once loaded, so a later crash is detected. Topic-level metadata (ids,
-configs, partition counts) belongs to the broker's catalog; storage only writes partition.metadata.
+Lazy opening: `load()` only lists the `<topic>-<partition>` directories; each becomes an
+`UnopenedLog` (directory + whether its last shutdown was clean). Its PartitionLog (segments,
+indexes, producer state, recovery if unclean) is built on the first `get`, in the calling thread,
+or ahead of that by `open_in_worker` in a worker thread. Either way the log is constructed privately
+and only then registered, on the owner thread (`get`, `collect`), so the owner-thread invariant of
+storage/partition_log.py holds: nobody sees a log before it is registered. Retention, flush and
+close iterate opened logs only (`logs()`); an unopened partition has nothing to flush.
+
+Clean shutdown, per log dir: `close()` flushes and closes the opened logs, writes the list of
+partitions still needing recovery to `.minikafka_recovery_pending` (or removes that file), then
+writes `.kafka_cleanshutdown`. `load()` reads the marker and removes it, so a crash later in the run
+is detected. A partition counts as clean when it is opened iff the marker was present and it is not
+in the pending list; the list holds the partitions that were unclean at the start of the run and
+never opened (never recovered) in it: a clean shutdown must not launder them. After a crash every
+partition is recovered on open (those never opened in the crashed run needlessly, but safely).
+Recovery after a clean shutdown reads no segment data beyond the tail check of the last segment.
+
+Topic-level metadata (ids, configs, partition counts) belongs to the broker's catalog; storage only
+writes partition.metadata.
 
 Creating and deleting many partitions is split so the file work can run in a worker thread while the
 owner (event-loop) thread keeps serving: `assign_dirs` (owner: picks and reserves a log dir per
@@ -14,6 +29,7 @@ catalog decides on the next `load(keep=...)` whether such a directory belongs to
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import os
@@ -21,11 +37,10 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Union
 
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import LogConfig
-from minikafka.storage.partition_log import PartitionLog, parse_partition_dir
 from minikafka.storage.partition_metadata import (
     PARTITION_METADATA_FILE,
     atomic_write,
@@ -33,6 +48,9 @@ from minikafka.storage.partition_metadata import (
     topic_id_to_str,
     write_partition_metadata,
 )
+
+if TYPE_CHECKING:  # imported on first open: start-up lists directories only
+    from minikafka.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +64,65 @@ def write_partition_metadata_fast(directory: Path, topic_id: bytes) -> None:
     os.replace(tmp, path)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_PENDING_FILE = ".minikafka_recovery_pending"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
+OPEN_WORKERS = 2
 
 TopicPartition = tuple[str, int]
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>` -> (topic, partition); ValueError if the name does not fit. The same rule
+    as `partition_log.parse_partition_dir`, here so that listing directories imports no log code."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return topic, int(part)
+
+
+def _partition_log_class() -> type["PartitionLog"]:
+    from minikafka.storage.partition_log import PartitionLog
+    return PartitionLog
+
+
+class UnopenedLog:
+    """A partition directory whose log is not open yet. `future` is its open in a worker thread, set
+    and read by the owner thread (and by `close` of an unregistered one, in any thread)."""
+
+    __slots__ = ("dir", "topic", "partition", "clean", "future")
+
+    def __init__(self, directory: Path, topic: str, partition: int, clean: bool) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.clean = clean
+        self.future: concurrent.futures.Future | None = None
+
+    def opened_log(self) -> "PartitionLog | None":
+        """The log a worker opened for it (waiting for an open in flight); None if none was."""
+        f = self.future
+        if f is None:
+            return None
+        try:
+            return f.result()
+        except BaseException:  # failed or cancelled: still unopened
+            return None
+
+    def drain_writes(self) -> None:
+        """Nothing was written through an unopened log."""
+
+    def close(self) -> None:
+        """Close what an open in flight produced (an unregistered placeholder being discarded)."""
+        plog = self.opened_log()
+        if plog is not None:
+            plog.close()
+
+    def __repr__(self) -> str:
+        return f"UnopenedLog({self.dir.name}, clean={self.clean})"
+
+
+AnyLog = Union["PartitionLog", UnopenedLog]
 
 
 class LogManager:
@@ -61,77 +134,173 @@ class LogManager:
         self.default_config = default_config
         self._clock = clock
         self._logs: dict[TopicPartition, PartitionLog] = {}
-        # partitions per log dir, registered + reserved by assign_dirs (kept up to date: counting
-        # on every creation made creating n partitions O(n^2))
+        self._unopened: dict[TopicPartition, UnopenedLog] = {}
+        # partitions per log dir, registered + unopened + reserved by assign_dirs (kept up to date:
+        # counting on every creation made creating n partitions O(n^2))
         self._dir_counts: dict[Path, int] = {d: 0 for d in self.log_dirs}
+        self._config_for: Callable[[str], LogConfig] = lambda _topic: self.default_config
+        # called on the owner thread when a lazily opened log is registered (the broker's catalog
+        # applies the topic's current config and hooks it up)
+        self.on_open: Callable[[PartitionLog], None] = lambda _log: None
+        self._opener: concurrent.futures.ThreadPoolExecutor | None = None
         self.loaded = False
 
     def load(self, config_for: Callable[[str], LogConfig] | None = None,
-             keep: Callable[[str, int], bool] | None = None) -> list[PartitionLog]:
-        """Open every `<topic>-<partition>` directory (`config_for(topic)` or the default config).
+             keep: Callable[[str, int], bool] | None = None, *, lazy: bool = False) -> list[PartitionLog]:
+        """Find every `<topic>-<partition>` directory (its config: `config_for(topic)` or the default).
 
-        Leftover `-delete` directories are removed, `-stray` ones are left alone. With `keep`, a
-        partition directory for which `keep(topic, partition)` is false (left by a creation or
-        deletion that a crash interrupted) is removed without being opened.
+        With `lazy`, nothing is opened (see the module docstring) and [] is returned; else every log
+        is opened now and returned. Leftover `-delete` directories are removed, `-stray` ones are left
+        alone. With `keep`, a partition directory for which `keep(topic, partition)` is false (left by
+        a creation or deletion that a crash interrupted) is removed without being opened.
         """
-        loaded: list[PartitionLog] = []
         self.loaded = True
+        if config_for is not None:
+            self._config_for = config_for
+        found: list[TopicPartition] = []
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
+            pending = _read_pending(log_dir) if clean else None  # None: every partition unclean
             unwanted = 0
-            for path in sorted(log_dir.iterdir()):
-                if not path.is_dir() or path.name.startswith("."):
-                    continue
-                if path.name.endswith(DELETE_DIR_SUFFIX):
+            with os.scandir(log_dir) as entries:
+                names = sorted(e.name for e in entries if e.is_dir() and not e.name.startswith("."))
+            for name in names:
+                path = log_dir / name
+                if name.endswith(DELETE_DIR_SUFFIX):
                     log.debug("removing deleted partition directory %s", path)
                     shutil.rmtree(path, ignore_errors=True)
                     continue
-                if path.name.endswith(STRAY_DIR_SUFFIX):
+                if name.endswith(STRAY_DIR_SUFFIX):
                     continue
                 try:
-                    topic, partition = parse_partition_dir(path.name)
+                    topic, partition = parse_partition_dir(name)
                 except ValueError:
                     continue
                 if keep is not None and not keep(topic, partition):
                     unwanted += 1
                     shutil.rmtree(path, ignore_errors=True)
                     continue
-                if (topic, partition) in self._logs:
+                tp = (topic, partition)
+                if tp in self._logs or tp in self._unopened:
                     raise KafkaStorageError(f"{topic}-{partition} exists in more than one log dir")
-                config = config_for(topic) if config_for is not None else self.default_config
-                plog = PartitionLog(path, config, clock=self._clock, clean_shutdown=clean)
-                self._logs[(topic, partition)] = plog
+                was_clean = pending is not None and name not in pending
+                self._unopened[tp] = UnopenedLog(path, topic, partition, was_clean)
                 self._dir_counts[log_dir] = self._dir_counts.get(log_dir, 0) + 1
-                loaded.append(plog)
+                found.append(tp)
             if unwanted:
                 log.warning("removed %d partition directories of %s not in the topic catalog", unwanted, log_dir)
                 fsync_dir(log_dir)
             if clean:
                 marker.unlink()
                 fsync_dir(log_dir)
-        return loaded
+        if lazy:
+            return []
+        return [plog for tp in found if (plog := self.get(*tp)) is not None]
 
+    # -- lookup and lazy opening (owner thread unless noted) ---------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log, opened now (in this thread) if it is not yet, or waiting for its open
+        in a worker; None if the partition is unknown. An open that fails raises (KafkaStorageError,
+        OSError) and leaves the partition unopened, so a later call tries again."""
+        tp = (topic, partition)
+        plog = self._logs.get(tp)
+        if plog is not None:
+            return plog
+        u = self._unopened.get(tp)
+        if u is None:
+            return None
+        if u.future is not None:
+            try:
+                return self._register(u, u.future.result())
+            except BaseException:
+                u.future = None  # failed or cancelled: open here instead
+        return self._register(u, self._open(u, self._config_for(topic)))
+
+    def opened(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log if it is open (never opens it)."""
         return self._logs.get((topic, partition))
 
+    def has(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists here, opened or not."""
+        tp = (topic, partition)
+        return tp in self._logs or tp in self._unopened
+
+    @property
+    def has_unopened(self) -> bool:
+        return bool(self._unopened)
+
+    def unopened(self) -> list[TopicPartition]:
+        """Partitions whose log is not open (in sorted order)."""
+        return sorted(self._unopened)
+
+    def open_in_worker(self, topic: str, partition: int) -> concurrent.futures.Future | None:
+        """Start opening the partition's log in a worker thread (once); the returned future completes
+        when it is built, after which `collect` (or `get`) registers it. None if the partition is
+        open already or unknown."""
+        u = self._unopened.get((topic, partition))
+        if u is None:
+            return None
+        if u.future is None:
+            if self._opener is None:
+                self._opener = concurrent.futures.ThreadPoolExecutor(OPEN_WORKERS, thread_name_prefix="log-open")
+            u.future = self._opener.submit(self._open, u, self._config_for(topic))
+        return u.future
+
+    def collect(self, topic: str, partition: int) -> PartitionLog | None:
+        """Register the log a finished `open_in_worker` built; None if the partition is not open (the
+        open is still running, or failed: then it is logged and a later open tries again)."""
+        tp = (topic, partition)
+        plog = self._logs.get(tp)
+        if plog is not None:
+            return plog
+        u = self._unopened.get(tp)
+        if u is None or u.future is None or not u.future.done():
+            return None
+        f, u.future = u.future, None
+        if f.cancelled():
+            return None
+        exc = f.exception()
+        if exc is not None:
+            log.error("opening %s failed: %r", u.dir, exc)
+            return None
+        return self._register(u, f.result())
+
+    def _open(self, u: UnopenedLog, config: LogConfig) -> PartitionLog:
+        """Build the log of `u` (any thread; nothing is registered)."""
+        t0 = time.monotonic()
+        plog = _partition_log_class()(u.dir, config, clock=self._clock, clean_shutdown=u.clean)
+        log.debug("opened %s (%s) in %.1f ms", u.dir.name, "clean" if u.clean else "recovered",
+                  (time.monotonic() - t0) * 1000)
+        return plog
+
+    def _register(self, u: UnopenedLog, plog: PartitionLog) -> PartitionLog:
+        tp = (u.topic, u.partition)
+        if self._unopened.get(tp) is u:
+            del self._unopened[tp]
+            self._logs[tp] = plog
+            self.on_open(plog)
+        return plog
+
     def partitions(self) -> list[TopicPartition]:
-        return sorted(self._logs)
+        """Every partition, opened or not."""
+        return sorted([*self._logs, *self._unopened])
 
     def logs(self) -> list[PartitionLog]:
+        """The opened logs."""
         return list(self._logs.values())
 
     @property
     def partition_count(self) -> int:
-        """Partitions registered or reserved by `assign_dirs` and not yet released."""
+        """Partitions registered (opened or not) or reserved by `assign_dirs` and not yet released."""
         return sum(self._dir_counts.values())
 
     def create(self, topic: str, partition: int, config: LogConfig | None = None,
                topic_id: bytes | None = None) -> PartitionLog:
         """Create (or return the existing) log in the log dir holding the fewest partitions, all in
         the calling thread (see the module docstring for the split version)."""
-        existing = self._logs.get((topic, partition))
+        existing = self.get(topic, partition)
         if existing is not None:
             return existing
         (directory,) = self.assign_dirs(topic, [partition])
@@ -170,7 +339,8 @@ class LogManager:
         if directory.exists():  # a leftover the catalog does not know (load removes those): start empty
             shutil.rmtree(directory)
         try:
-            plog = PartitionLog(directory, config or self.default_config, clock=self._clock, clean_shutdown=True)
+            plog = _partition_log_class()(directory, config or self.default_config, clock=self._clock,
+                                          clean_shutdown=True)
         except BaseException:  # e.g. EMFILE halfway: leave no half-made directory behind
             shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -191,16 +361,20 @@ class LogManager:
         """Make a built log visible (owner thread); its directory was reserved by `assign_dirs`."""
         self._logs[(plog.topic, plog.partition)] = plog
 
-    def unregister(self, topic: str, partition: int) -> PartitionLog | None:
-        """Forget the log (owner thread); the caller closes and removes it with `discard`."""
-        plog = self._logs.pop((topic, partition), None)
+    def unregister(self, topic: str, partition: int) -> AnyLog | None:
+        """Forget the partition (owner thread); the caller closes and removes it with `discard`. An
+        unopened one comes back as its `UnopenedLog` (no need to open what is being deleted)."""
+        tp = (topic, partition)
+        plog: AnyLog | None = self._logs.pop(tp, None)
+        if plog is None:
+            plog = self._unopened.pop(tp, None)
         if plog is not None:
             plog.drain_writes()  # its writes are published here, not in the thread that discards it
             self.release([plog.dir])
         return plog
 
     @staticmethod
-    def discard(plog: PartitionLog, remove: bool = True) -> Path | None:
+    def discard(plog: AnyLog, remove: bool = True) -> Path | None:
         """Close an unregistered log and rename its directory to `...-delete` (a crash afterwards
         leaves a directory `load()` removes); with `remove`, remove it too, else return the new
         name for `remove_dir`. Any thread."""
@@ -232,6 +406,7 @@ class LogManager:
         return True
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Retention of the opened logs (an unopened one is checked once opened)."""
         now_ms = int(self._clock() * 1000) if now_ms is None else now_ms
         return sum(plog.enforce_retention(now_ms) for plog in list(self._logs.values()))
 
@@ -240,12 +415,49 @@ class LogManager:
             plog.flush()
 
     def close(self) -> None:
-        """Flush and close every log, then write the clean-shutdown marker in each log dir."""
-        for plog in self._logs.values():
+        """Flush and close every opened log (and those a worker is opening: waited for), then per log
+        dir write the partitions still needing recovery and the clean-shutdown marker."""
+        if self._opener is not None:
+            self._opener.shutdown(wait=True, cancel_futures=True)
+            self._opener = None
+        plogs = list(self._logs.values())
+        still_unclean: dict[Path, list[str]] = {d: [] for d in self.log_dirs}
+        for u in self._unopened.values():
+            opened = u.opened_log()
+            if opened is not None:
+                plogs.append(opened)  # recovered by its open: clean once closed
+            elif not u.clean:
+                still_unclean.setdefault(u.dir.parent, []).append(u.dir.name)
+        for plog in plogs:
             plog.flush()
             plog.close()
         self._logs.clear()
+        self._unopened.clear()
         self._dir_counts = {d: 0 for d in self.log_dirs}
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
+            _write_pending(log_dir, sorted(still_unclean.get(log_dir, ())))
             atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+
+
+def _read_pending(log_dir: Path) -> set[str] | None:
+    """Directory names `close` listed as still needing recovery; None (every partition of the dir
+    is unclean) if the list is unreadable."""
+    path = log_dir / RECOVERY_PENDING_FILE
+    try:
+        return set(json.loads(path.read_bytes())["partitions"])
+    except FileNotFoundError:
+        return set()
+    except (ValueError, KeyError, TypeError):
+        log.warning("unreadable %s: recovering every partition of %s", path, log_dir)
+        return None
+
+
+def _write_pending(log_dir: Path, names: list[str]) -> None:
+    """Before the marker: the list `_read_pending` reads back, or no file if it is empty."""
+    path = log_dir / RECOVERY_PENDING_FILE
+    if names:
+        atomic_write(path, json.dumps({"version": 0, "partitions": names}).encode())
+    elif path.exists():
+        path.unlink()
+        fsync_dir(log_dir)
