@@ -1,5 +1,6 @@
-"""Background work started once the listeners are open: loading the group coordinator's state from
-`__consumer_offsets`, the offsets retention timer, and the log cleaner (compaction) loop."""
+"""Background work once the listeners are open: the group coordinator's loading of
+`__consumer_offsets` and its offsets retention timer (started when the coordinator is built, see
+broker/state.py), and the log cleaner (compaction) loop."""
 from __future__ import annotations
 
 import asyncio
@@ -8,22 +9,27 @@ import shutil
 import threading
 import time
 
-from ..coordinator.group_loader import start_loading
-from ..storage import compaction
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
 
 
-def start_background(state: BrokerState) -> list[asyncio.Task]:
+def start_group_services(state: BrokerState) -> list[asyncio.Task]:
+    """Loading of an existing `__consumer_offsets` and the offsets retention timer."""
+    from ..coordinator.group_loader import start_loading
     tasks = []
     loader = start_loading(state.groups, state.catalog)
     if loader is not None:
         tasks.append(loader)
     tasks.append(asyncio.create_task(_offsets_retention_loop(state)))
-    if state.config.get_bool("log.cleaner.enable"):
-        tasks.append(asyncio.create_task(_log_cleaner_loop(state)))
     return tasks
+
+
+def start_log_cleaner(state: BrokerState) -> list[asyncio.Task]:
+    """The compaction loop, if `log.cleaner.enable`."""
+    if not state.config.get_bool("log.cleaner.enable"):
+        return []
+    return [asyncio.create_task(_log_cleaner_loop(state))]
 
 
 async def _offsets_retention_loop(state: BrokerState) -> None:
@@ -41,12 +47,15 @@ async def _log_cleaner_loop(state: BrokerState) -> None:
     """Kafka's LogCleaner: every log.cleaner.backoff.ms, clean the compacted partitions that are due,
     dirtiest first; the rewriting runs in a worker thread, the swap on the event loop."""
     interval = int(state.config.get("log.cleaner.backoff.ms")) / 1000
-    checkpoints = {d: compaction.CleanerCheckpoint(d) for d in state.config.log_dirs}
+    checkpoints: dict = {}
     stopping = threading.Event()
     try:
         while True:
             await asyncio.sleep(interval)
             try:
+                if not checkpoints:  # the cleaner's code loads with its first pass, not at start-up
+                    from ..storage import compaction
+                    checkpoints = {d: compaction.CleanerCheckpoint(d) for d in state.config.log_dirs}
                 await _clean_due_logs(state, checkpoints, stopping)
             except asyncio.CancelledError:
                 raise
@@ -57,6 +66,8 @@ async def _log_cleaner_loop(state: BrokerState) -> None:
 
 
 async def _clean_due_logs(state: BrokerState, checkpoints: dict, stopping: threading.Event) -> None:
+    """Compacted partitions whose log is open (the background opener opens the others soon after start)."""
+    from ..storage import compaction
     plans = []
     for plog in state.logs.logs():
         cp = checkpoints.get(plog.dir.parent)
@@ -71,7 +82,7 @@ async def _clean_due_logs(state: BrokerState, checkpoints: dict, stopping: threa
             continue
         t0 = time.monotonic()
         cleaned = await asyncio.to_thread(compaction.build, p, stopping.is_set)
-        if state.logs.get(plog.topic, plog.partition) is not plog:  # deleted meanwhile
+        if state.logs.opened(plog.topic, plog.partition) is not plog:  # deleted meanwhile
             for c in cleaned:
                 shutil.rmtree(c.directory, ignore_errors=True)
             continue
@@ -79,4 +90,4 @@ async def _clean_due_logs(state: BrokerState, checkpoints: dict, stopping: threa
         log.info("cleaned %s up to offset %d (dirty ratio %.2f): %d segments rewritten, %d bytes freed in %.0f ms",
                  plog.dir.name, p.end_offset, p.dirty_ratio, len(cleaned), saved, (time.monotonic() - t0) * 1000)
     for cp in checkpoints.values():
-        cp.forget(lambda tp: state.logs.get(*tp) is not None)
+        cp.forget(lambda tp: state.logs.has(*tp))

@@ -82,10 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     topics.add_argument("--replication-factor", type=int, default=1)
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
     topics.set_defaults(fn=cmd_topics)
-    from .txn_cli import add_parsers as add_txn_parsers
-    add_txn_parsers(sub)  # transactions list|describe|abort, producers describe
-    from .groups_cli import add_parsers as add_group_parsers
-    add_group_parsers(sub)  # groups list|describe
+    if (sys.argv[1:] if argv is None else argv)[:1] != ["serve"]:  # the broker's start-up skips these
+        from .txn_cli import add_parsers as add_txn_parsers
+        add_txn_parsers(sub)  # transactions list|describe|abort, producers describe
+        from .groups_cli import add_parsers as add_group_parsers
+        add_group_parsers(sub)  # groups list|describe
     args = parser.parse_args(argv)
     if args.command == "topics" and args.action in ("create", "delete", "alter") and not args.topic:
         parser.error(f"topics {args.action} needs a topic name")

@@ -74,6 +74,9 @@ DEFAULTS: dict[str, str] = {
     # and partitions this broker may hold (empty: what the open-files limit allows, 4 fds a partition)
     "minikafka.max.partitions.per.request": "10000",
     "minikafka.max.partitions": "",
+    # partition logs open on first use; with this, the rest are also opened one by one in the
+    # background after start (so that retention and compaction cover them without waiting for a client)
+    "minikafka.log.open.background": "true",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",

@@ -45,7 +45,7 @@ from ..protocol.headers import (
 )
 from .context import RequestContext
 from .memory_pool import Grant, MemoryPool
-from .registry import HANDLERS
+from .registry import advertised_versions, spec_for
 from .response import EncodedBody, FileSlice
 
 if TYPE_CHECKING:
@@ -88,8 +88,9 @@ class _ConnectionGone(Exception):
 
 
 def api_versions_list() -> list:
-    return [ApiVersionsResponse.ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
-            for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
+    """Every API the broker serves (the static table: handler modules need not be imported)."""
+    return [ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+            for key, lo, hi in advertised_versions()]
 
 
 def unsupported_api_versions_frame(correlation_id: int) -> bytes:
@@ -375,7 +376,7 @@ class Connection(asyncio.BufferedProtocol):
             header = peek_header(frame)
         except HeaderError as exc:
             raise CloseConnection(f"bad request header: {exc}") from None
-        spec = HANDLERS.get(header.api_key)
+        spec = spec_for(header.api_key)  # imports the handler module on the API's first request
         if spec is None:
             raise CloseConnection(f"unknown API key {header.api_key}")
         version = header.api_version

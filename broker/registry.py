@@ -1,16 +1,74 @@
-"""The dispatch table: API key -> handler, filled by the @handles decorator.
+"""The dispatch table: API key -> handler.
 
-ApiVersions is answered from this same table, so advertised versions cannot drift from the code.
+Two views of it, kept identical by tests/unit/test_registry.py:
+- `API_TABLE`, static: API key -> (handler module, min version, max version). ApiVersions is
+  answered from it, so the broker can advertise every API before any handler module is imported.
+- `HANDLERS`, filled by the `@handles(request, response, min, max)` decorator of each handler module
+  (one module per API family) as the module is imported: request/response classes and the function.
+`spec_for` imports a handler module the first time its API is requested (on the event loop, once);
+broker/warmup.py imports the rest in small steps after the listeners open.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
+
+from .log_opening import opening_partitions
 
 if TYPE_CHECKING:
     from .context import RequestContext
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+HANDLER_PACKAGE = "minikafka.broker.handlers"
+
+
+class ApiEntry(NamedTuple):
+    module: str  # under HANDLER_PACKAGE
+    min_version: int
+    max_version: int
+
+
+API_TABLE: dict[int, ApiEntry] = {
+    0: ApiEntry("produce", 3, 13),
+    1: ApiEntry("fetch", 4, 17),
+    2: ApiEntry("list_offsets", 1, 10),
+    3: ApiEntry("metadata", 0, 12),
+    8: ApiEntry("offset_commit", 2, 10),
+    9: ApiEntry("offset_fetch", 1, 10),
+    10: ApiEntry("find_coordinator", 0, 6),
+    11: ApiEntry("groups", 0, 9),  # JoinGroup
+    12: ApiEntry("groups", 0, 4),  # Heartbeat
+    13: ApiEntry("groups", 0, 5),  # LeaveGroup
+    14: ApiEntry("groups", 0, 5),  # SyncGroup
+    15: ApiEntry("describe_groups", 0, 6),
+    16: ApiEntry("list_groups", 0, 5),
+    17: ApiEntry("sasl", 0, 1),
+    18: ApiEntry("api_versions", 0, 4),
+    19: ApiEntry("topics", 2, 7),  # CreateTopics
+    20: ApiEntry("topics", 1, 6),  # DeleteTopics
+    21: ApiEntry("delete_records", 0, 2),
+    22: ApiEntry("init_producer_id", 0, 5),
+    23: ApiEntry("offset_for_leader_epoch", 2, 4),
+    24: ApiEntry("add_partitions_to_txn", 0, 5),
+    25: ApiEntry("add_offsets_to_txn", 0, 4),
+    26: ApiEntry("end_txn", 0, 4),
+    27: ApiEntry("write_txn_markers", 1, 2),
+    28: ApiEntry("txn_offset_commit", 0, 4),
+    32: ApiEntry("configs", 1, 4),  # DescribeConfigs
+    33: ApiEntry("configs", 0, 2),  # AlterConfigs
+    37: ApiEntry("topics", 0, 3),  # CreatePartitions
+    42: ApiEntry("delete_groups", 0, 2),
+    44: ApiEntry("configs", 0, 1),  # IncrementalAlterConfigs
+    47: ApiEntry("offset_delete", 0, 0),
+    60: ApiEntry("cluster", 0, 2),  # DescribeCluster
+    61: ApiEntry("describe_producers", 0, 0),
+    65: ApiEntry("describe_transactions", 0, 0),
+    66: ApiEntry("list_transactions", 0, 2),
+}
+
+# imported before the listeners open: what a client's first requests need
+EAGER_MODULES = ("api_versions", "metadata")
 
 
 @dataclass(frozen=True)
@@ -30,7 +88,8 @@ HANDLERS: dict[int, HandlerSpec] = {}
 
 
 def handles(request_class: type, response_class: type, min_version: int, max_version: int):
-    """Register `fn` for request_class.API_KEY in [min_version, max_version]."""
+    """Register `fn` for request_class.API_KEY in [min_version, max_version]. For APIs naming
+    partitions, the registered handler first waits until their logs are open (broker/log_opening.py)."""
     assert request_class.API_KEY == response_class.API_KEY
     assert 0 <= min_version <= max_version <= request_class.max_version
 
@@ -38,6 +97,33 @@ def handles(request_class: type, response_class: type, min_version: int, max_ver
         key = request_class.API_KEY
         if key in HANDLERS:
             raise RuntimeError(f"API key {key} registered twice")
-        HANDLERS[key] = HandlerSpec(key, request_class, response_class, min_version, max_version, fn)
+        HANDLERS[key] = HandlerSpec(key, request_class, response_class, min_version, max_version,
+                                    opening_partitions(key, fn))
         return fn
     return register
+
+
+def module_name(entry: ApiEntry) -> str:
+    return f"{HANDLER_PACKAGE}.{entry.module}"
+
+
+def spec_for(api_key: int) -> HandlerSpec | None:
+    """The handler of `api_key`, importing its module on first use; None for an API we do not serve."""
+    spec = HANDLERS.get(api_key)
+    if spec is None:
+        entry = API_TABLE.get(api_key)
+        if entry is None:
+            return None
+        importlib.import_module(module_name(entry))
+        spec = HANDLERS.get(api_key)
+    return spec
+
+
+def import_eager_handlers() -> None:
+    for name in EAGER_MODULES:
+        importlib.import_module(f"{HANDLER_PACKAGE}.{name}")
+
+
+def advertised_versions() -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) of every API, by key: what ApiVersions advertises."""
+    return [(key, e.min_version, e.max_version) for key, e in sorted(API_TABLE.items())]

@@ -1,5 +1,10 @@
 """Broker lifecycle: load state, open listeners, run periodic tasks, shut down cleanly on signals.
 
+Start-up does as little as it can before the port accepts: read the config and the topic catalog,
+list the partition directories (logs open on first use, storage/log_manager.py), import the handlers
+of ApiVersions and Metadata only (broker/registry.py). Everything else is loaded afterwards, while
+clients are served (broker/warmup.py).
+
 Shutdown (SIGTERM/SIGINT) is bounded: listeners close, every connection is aborted and its in-flight
 request cancelled (waiting at most CONNECTION_CLOSE_WAIT_S), the transaction coordinator gets
 TXN_STOP_WAIT_S, then the logs are closed. A watchdog thread ends the process after
@@ -17,11 +22,12 @@ import threading
 import time
 
 from .. import __version__
-from . import handlers  # noqa: F401  (registers every handler in the dispatch table)
-from .background import start_background
 from .config import BrokerConfig
 from .connection_registry import ConnectionRegistry
+from .registry import import_eager_handlers
 from .state import BrokerState
+
+import_eager_handlers()  # ApiVersions, Metadata; every other handler module loads on first use or in warm_up
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +76,22 @@ class Broker:
                  " (bounded by the open-file limit)" if reg.max_connections < reg.configured_max_connections else "",
                  reg.max_connections_per_ip, self.config.connections_max_idle_ms, self.config.request_read_timeout_ms)
         reg.start()
+        self.state.start()  # coordinators start as they are built (warm_up builds those with state)
+        from .background import start_log_cleaner
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
-        self._periodic += start_background(self.state)  # group state loading, offsets retention, log cleaner
-        self.state.txns.start()  # __transaction_state loading, transaction timeouts, marker retries
+        self._periodic += start_log_cleaner(self.state)
+        self._periodic.append(asyncio.create_task(self._warm_up()))
+
+    async def _warm_up(self) -> None:
+        """Handlers, coordinators with state, then every partition log (broker/warmup.py)."""
+        from .warmup import warm_up
+        assert self.state is not None
+        try:
+            await warm_up(self.state)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("warm-up after start failed (handlers and logs load on first use instead)")
 
     async def _retention_loop(self) -> None:
         interval = self.config.retention_check_interval_ms / 1000
@@ -115,6 +134,9 @@ class Broker:
             server.close()
         for task in self._periodic:
             task.cancel()
+        if self.state is not None:
+            for task in self.state.service_tasks:
+                task.cancel()
         if self.connections is not None:
             pool = self.connections.pool
             if pool.in_use:
@@ -126,7 +148,7 @@ class Broker:
                             pool.in_use)
         if self.state is not None:
             try:
-                await asyncio.wait_for(self.state.txns.stop(), TXN_STOP_WAIT_S)
+                await asyncio.wait_for(self.state.stop_coordinators(), TXN_STOP_WAIT_S)
             except asyncio.TimeoutError:
                 log.warning("transaction coordinator did not stop within %.0f s; closing the logs anyway",
                             TXN_STOP_WAIT_S)
@@ -163,6 +185,7 @@ async def serve(config: BrokerConfig, started: list[Broker] | None = None) -> in
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
     await broker.start()
+    _tune_malloc()  # after the port opened: ctypes is not needed to get there
     await broker.wait_stopped()
     return broker.exit_code
 
@@ -191,7 +214,6 @@ def _tune_malloc() -> None:
 def run(config: BrokerConfig) -> int:
     """Serve until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown)."""
     started: list[Broker] = []
-    _tune_malloc()
     try:
         try:
             import uvloop

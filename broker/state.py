@@ -1,24 +1,34 @@
-"""Everything a handler may reach: config, topic catalog, partition logs, notifier, allocators."""
+"""Everything a handler may reach: config, topic catalog, partition logs, notifier, allocators.
+
+The group and transaction coordinators are built on first use (`groups`, `txns`): importing them is
+a good part of start-up, and a broker that serves neither groups nor transactions never needs them.
+Once the broker runs (`start`), a coordinator starts its loading and timers as soon as it is built;
+broker/warmup.py builds those whose state topic exists right after the listeners open.
+"""
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
-from ..coordinator.group_coordinator import GroupConfig, GroupCoordinator
-from ..coordinator.producer_ids import ProducerIdManager
-from ..coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
 from ..storage.log_manager import LogManager
-from ..storage.partition_log import PartitionLog
 from .append_notifier import AppendNotifier
 from .config import BrokerConfig, Listener
-from .errors import error_code
 from .meta_properties import ensure_meta
 from .memory_pool import MemoryPool, pool_capacity
-from ..coordinator.group_errors import OFFSETS_TOPIC
-from ..coordinator.txn_state_manager import TXN_TOPIC
 from .topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
 
+if TYPE_CHECKING:
+    from ..coordinator.group_coordinator import GroupCoordinator
+    from ..coordinator.producer_ids import ProducerIdManager
+    from ..coordinator.txn_coordinator import TransactionCoordinator
+    from ..storage.partition_log import PartitionLog
+
 log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"  # = coordinator.group_errors.OFFSETS_TOPIC (checked by a unit test)
+TXN_TOPIC = "__transaction_state"  # = coordinator.txn_state_manager.TXN_TOPIC
 
 
 class BrokerState:
@@ -35,14 +45,11 @@ class BrokerState:
                                     max_partitions_per_request=int(config.get("minikafka.max.partitions.per.request")
                                                                    or DEFAULT_MAX_PARTITIONS_PER_REQUEST),
                                     max_partitions=int(max_partitions) if max_partitions else None)
-        self.producer_ids = ProducerIdManager(config.log_dirs[0] / "producer_id_block")
-        self.groups = GroupCoordinator(GroupConfig.from_props(config.get), self.catalog, error_code)
-        self.txns = TransactionCoordinator(TxnConfig.from_props(config.get), self.catalog,
-                                           self.producer_ids.next_id, error_code)
-        # a COMMIT/ABORT marker in a group's __consumer_offsets partition settles the producer's
-        # transactional offset commits
-        self.txns.markers.add_listener("__consumer_offsets",
-                                       lambda _partition, pid, commit: self.groups.replay_marker(pid, commit))
+        self._producer_ids: ProducerIdManager | None = None
+        self._groups: GroupCoordinator | None = None
+        self._txns: TransactionCoordinator | None = None
+        self._running = False
+        self.service_tasks: list[asyncio.Task] = []  # started with a coordinator; cancelled at shutdown
         self._advertised: dict[str, Listener] = {l.name: l for l in config.advertised_listeners}
         self.advertised: Listener = config.advertised_listeners[0]
         self.started_at = time.time()
@@ -50,6 +57,65 @@ class BrokerState:
         # runs, its broker.connection_registry.ConnectionRegistry (open connections, limits, counters)
         self.memory_pool = MemoryPool(pool_capacity(config.queued_max_request_bytes))
         self.connections = None
+
+    # -- coordinators, built on first use -------------------------------------------------------
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        if self._producer_ids is None:
+            from ..coordinator.producer_ids import ProducerIdManager
+            self._producer_ids = ProducerIdManager(self.config.log_dirs[0] / "producer_id_block")
+        return self._producer_ids
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        """The group coordinator; once running, built with its loading of `__consumer_offsets` and
+        its offsets retention timer started."""
+        if self._groups is None:
+            from ..coordinator.group_coordinator import GroupConfig, GroupCoordinator
+            from .errors import error_code
+            self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code)
+            if self._running:
+                self._start_groups()
+        return self._groups
+
+    @property
+    def txns(self) -> TransactionCoordinator:
+        """The transaction coordinator; once running, built with its loading of
+        `__transaction_state`, transaction timeouts and marker retries started."""
+        if self._txns is None:
+            from ..coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
+            from .errors import error_code
+            self._txns = TransactionCoordinator(TxnConfig.from_props(self.config.get), self.catalog,
+                                                self.producer_ids.next_id, error_code)
+            # a COMMIT/ABORT marker in a group's __consumer_offsets partition settles the producer's
+            # transactional offset commits
+            self._txns.markers.add_listener(OFFSETS_TOPIC,
+                                            lambda _partition, pid, commit: self.groups.replay_marker(pid, commit))
+            if self._running:
+                self._txns.start()
+        return self._txns
+
+    def coordinators_built(self) -> tuple[bool, bool]:
+        """(group coordinator built, transaction coordinator built)."""
+        return self._groups is not None, self._txns is not None
+
+    def start(self) -> None:
+        """The listeners are open: coordinators built from now on start at once (those built before,
+        in tests, start here)."""
+        self._running = True
+        if self._groups is not None:
+            self._start_groups()
+        if self._txns is not None:
+            self._txns.start()
+
+    def _start_groups(self) -> None:
+        from .background import start_group_services
+        self.service_tasks += start_group_services(self)
+
+    async def stop_coordinators(self) -> None:
+        """Shutdown: the transaction coordinator's tasks (if it was built)."""
+        if self._txns is not None:
+            await self._txns.stop()
 
     def advertised_for(self, listener_name: str) -> Listener:
         """The address clients of `listener_name` are told to use (Kafka matches listener names)."""
@@ -99,5 +165,6 @@ class BrokerState:
 
     def close(self) -> None:
         self.catalog.close()  # stop topic file work in flight first
-        self.groups.close()
+        if self._groups is not None:
+            self._groups.close()
         self.logs.close()

@@ -36,13 +36,15 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
 from ..storage.errors import KafkaStorageError
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
-from ..storage.partition_log import PartitionLog
 from ..storage.partition_metadata import fsync_dir, write_partition_metadata
+
+if TYPE_CHECKING:
+    from ..storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -252,10 +254,16 @@ class TopicCatalog:
         return LogConfig.from_props(info.configs, self._default_config)
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log, opened now if it is not open yet (see `has_partition`)."""
         info = self.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return None
         return self._logs.get(topic, partition)
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists and is visible, without opening its log."""
+        info = self.topics.get(topic)
+        return info is not None and 0 <= partition < info.partitions and self._logs.has(topic, partition)
 
     # -- validation --------------------------------------------------------------------------
     def check_create(self, name: str, partitions: int, replication_factor: int,

@@ -1,31 +1,14 @@
-"""One module per API family; importing this package fills the dispatch table."""
-from . import (  # noqa: F401
-    add_offsets_to_txn,
-    add_partitions_to_txn,
-    api_versions,
-    cluster,
-    configs,
-    delete_groups,
-    delete_records,
-    describe_groups,
-    describe_producers,
-    describe_transactions,
-    end_txn,
-    fetch,
-    find_coordinator,
-    groups,
-    init_producer_id,
-    list_groups,
-    list_offsets,
-    list_transactions,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    offset_for_leader_epoch,
-    produce,
-    sasl,
-    topics,
-    txn_offset_commit,
-    write_txn_markers,
-)
+"""One module per API family; each registers its APIs with `@handles` (broker/registry.py) when it is
+imported. The package imports none of them: the broker imports a handler module when its API is
+first requested (`registry.spec_for`) or during the warm-up after start (broker/warmup.py);
+`load_all()` imports every one (tests, tools)."""
+from __future__ import annotations
+
+import importlib
+
+
+def load_all() -> None:
+    """Import every handler module of the static table (fills `registry.HANDLERS`)."""
+    from ..registry import API_TABLE, module_name
+    for entry in API_TABLE.values():
+        importlib.import_module(module_name(entry))

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 import kafka.errors as ke
 
-from ...storage.partition_log import PartitionLog
-from ..state import BrokerState
+if TYPE_CHECKING:
+    from ...storage.partition_log import PartitionLog
+    from ..state import BrokerState
 
 LEADER_EPOCH = 0  # a single broker is leader of everything, forever, in epoch 0
 FENCED_LEADER_EPOCH = 74

@@ -34,7 +34,7 @@ from kafka.protocol.consumer import JoinGroupRequest, SyncGroupRequest
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, InitProducerIdRequest
 
-import minikafka.broker.handlers  # noqa: F401  (fills the dispatch table)
+from minikafka.broker.handlers import load_all
 from minikafka.broker.registry import HANDLERS
 from minikafka.protocol.codec import DecodeError, decode_body
 from minikafka.protocol.headers import HeaderError, body_offset, peek_header
@@ -45,6 +45,8 @@ from ..protocol_strategies import (
     KNOWN_GROUPS, KNOWN_MEMBER_IDS, KNOWN_PRODUCER_IDS, KNOWN_TOPICS, KNOWN_TXN_IDS, apply_mutations, encode_body,
     mutations, request_objects,
 )
+
+load_all()  # fills the dispatch table
 
 pytestmark = pytest.mark.minikafka_only
 

@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-import minikafka.broker.handlers  # noqa: F401  (fills the dispatch table)
+from minikafka.broker.handlers import load_all
 from minikafka.broker.registry import HANDLERS
 from minikafka.protocol.codec import DecodeError, decode_body
 
 from ..protocol_strategies import encode_body, request_objects
+
+load_all()  # fills the dispatch table
 
 SOAK = int(os.environ.get("MINIKAFKA_FUZZ_EXAMPLES", "0") or 0)
 VERSIONS = [(s, v) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)

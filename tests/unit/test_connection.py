@@ -15,13 +15,15 @@ import uvloop
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from minikafka.broker import connection as connection_mod
-from minikafka.broker import handlers  # noqa: F401  (fills the dispatch table)
 from minikafka.broker.connection import FILE_CHUNK, WRITE_HIGH_WATER, Connection
 from minikafka.broker.connection_registry import ConnectionRegistry
+from minikafka.broker.handlers import load_all
 from minikafka.broker.memory_pool import MemoryPool
 from minikafka.broker.registry import HANDLERS
 from minikafka.broker.response import EncodedBody, FileSlice
 from minikafka.protocol.headers import encode_response_prefix
+
+load_all()  # fills the dispatch table
 
 MiB = 1024 * 1024
 LOOPS = ["uvloop", "asyncio"]

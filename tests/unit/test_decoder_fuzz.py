@@ -20,10 +20,12 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-import minikafka.broker.handlers  # noqa: F401  (fills the dispatch table)
+from minikafka.broker.handlers import load_all
 from minikafka.broker.registry import HANDLERS
 from minikafka.protocol.codec import decode_body
 from minikafka.protocol.headers import HeaderError, body_offset, peek_header
+
+load_all()  # fills the dispatch table
 
 SLOW_DECODE_S = 0.5
 SPECS = sorted(HANDLERS.values(), key=lambda s: s.api_key)

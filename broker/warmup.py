@@ -1,0 +1,119 @@
+"""What the broker does right after its listeners open, while clients are already served.
+
+Start-up imports only what listening and the first requests (ApiVersions, Metadata) need; the rest
+comes here:
+1. if `__consumer_offsets` / `__transaction_state` exist: their coordinators' modules, then their
+   logs (opened in worker threads), then the coordinators are built on the event loop, which starts
+   their loading (broker/state.py);
+2. every other handler module (and what it imports);
+3. the remaining partition logs, opened one at a time in a worker thread (broker/log_opening.py),
+   unless `minikafka.log.open.background` is false.
+A request for an API or a partition not reached yet loads it itself (`registry.spec_for`, the log
+manager's lazy `get`), so the order here only decides what is ready early.
+
+Imports run in one worker thread, leaf modules first: on the event loop a big module (the kafka.protocol
+admin package, the partition log) would hold every connection up for tens of milliseconds, while the
+thread only shares the GIL with the loop (a request waits a switch interval, 5 ms, at worst). This is
+safe because minikafka's modules import each other without cycles (a unit test checks it): when the
+loop thread needs a module the worker is importing, it waits on that module's import lock, and no
+two imports can wait on each other.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import sys
+import threading
+import time
+from typing import Callable, Iterable
+
+from .log_opening import open_logs, open_remaining
+from .registry import API_TABLE, module_name
+from .state import OFFSETS_TOPIC, TXN_TOPIC, BrokerState
+
+log = logging.getLogger(__name__)
+
+START_DELAY_S = 0.05  # clients that waited for the port send their first requests at once
+YIELD_MAX_S = 0.02
+YIELD_POLL_S = 0.001
+
+# leaf modules first, so that what a request may need early is there early
+STORAGE_MODULES = (
+    "minikafka.protocol.record_batch",
+    "minikafka.storage.batch_io",
+    "minikafka.storage.index",
+    "minikafka.storage.txn_index",
+    "minikafka.storage.segment",
+    "minikafka.storage.producer_state",
+    "minikafka.protocol.record_validator",
+    "minikafka.storage.partition_log",
+    "minikafka.broker.errors",
+)
+GROUP_MODULES = STORAGE_MODULES + (
+    "minikafka.coordinator.group_metadata",
+    "minikafka.coordinator.group_records",
+    "minikafka.coordinator.group_offsets",
+    "minikafka.coordinator.group_membership",
+    "minikafka.coordinator.group_commits",
+    "minikafka.coordinator.group_admin",
+    "minikafka.coordinator.group_coordinator",
+    "minikafka.coordinator.group_loader",
+    "minikafka.broker.background",
+)
+TXN_MODULES = STORAGE_MODULES + (
+    "minikafka.coordinator.txn_state",
+    "minikafka.coordinator.txn_log",
+    "minikafka.coordinator.txn_markers",
+    "minikafka.coordinator.txn_state_manager",
+    "minikafka.coordinator.txn_coordinator",
+)
+
+
+def handler_modules() -> list[str]:
+    return list(dict.fromkeys(module_name(e) for _key, e in sorted(API_TABLE.items())))
+
+
+async def warm_up(state: BrokerState) -> None:
+    t0 = time.monotonic()
+    pool = state.memory_pool
+
+    def busy() -> bool:  # a request is being read or handled (read from the thread: a benign race)
+        return pool.in_use > 0
+
+    await asyncio.sleep(START_DELAY_S)
+    for topic, modules, build in ((OFFSETS_TOPIC, GROUP_MODULES, lambda: state.groups),
+                                  (TXN_TOPIC, TXN_MODULES, lambda: state.txns)):
+        info = state.catalog.get(topic)
+        if info is None:
+            continue
+        await import_in_thread(modules, busy)
+        await open_logs(state.logs, [(topic, p) for p in range(info.partitions)])
+        build()
+    await import_in_thread(STORAGE_MODULES + tuple(handler_modules()), busy)
+    log.info("handlers and coordinators loaded %.0f ms after start", (time.monotonic() - t0) * 1000)
+    if state.config.get_bool("minikafka.log.open.background"):
+        await open_remaining(state.logs)
+
+
+async def import_in_thread(names: Iterable[str], busy: Callable[[], bool] = lambda: False) -> None:
+    """Import `names` in order in a worker thread (see the module docstring). Before each module the
+    thread waits up to YIELD_MAX_S while `busy()` (requests in flight: the GIL is theirs); a cancelled
+    warm-up stops the thread after the module it is importing."""
+    stop = threading.Event()
+    try:
+        await asyncio.to_thread(_import_each, tuple(names), stop, busy)
+    finally:
+        stop.set()
+
+
+def _import_each(names: tuple[str, ...], stop: threading.Event, busy: Callable[[], bool]) -> None:
+    for name in names:
+        if name in sys.modules:
+            continue
+        deadline = time.monotonic() + YIELD_MAX_S
+        while busy() and time.monotonic() < deadline and not stop.is_set():
+            time.sleep(YIELD_POLL_S)
+        if stop.is_set():
+            return
+        importlib.import_module(name)
