@@ -130,7 +130,7 @@ class BrokerState:
                 self.advertised = self._advertised[listener.name]
 
     def load(self) -> None:
-        self.catalog.load()  # reads the catalog, then opens the partition logs it lists
+        self.catalog.load()  # reads the catalog and lists the partitions; logs open on first use
 
     def _hook_log(self, plog: PartitionLog) -> None:
         tp = (plog.topic, plog.partition)

@@ -3,8 +3,9 @@
 Kafka keeps this in the KRaft metadata log; a single node keeps it in one JSON file in the first
 log dir, replaced atomically (write temp, fsync, rename). The catalog is authoritative: a partition
 directory without a catalog entry is a leftover of an interrupted creation or delete and is removed
-on load (without being opened); a listed partition whose directory or partition.metadata is missing
-is re-created.
+on load (without being opened); a listed partition whose directory is missing is re-created, a
+missing partition.metadata is rewritten when the partition's log is opened. Loading reads no log:
+partition logs open on first use (storage/log_manager.py, broker/log_opening.py).
 
 Creation, partition addition and deletion at run time (`create_async`, `add_partitions_async`,
 `delete_async`) never do file work on the event loop: partition directories are built and removed
@@ -171,8 +172,10 @@ class TopicCatalog:
 
     # -- persistence -------------------------------------------------------------------------
     def load(self) -> None:
-        """Read the catalog, then have the log manager open the partitions it lists (removing the
-        directories it does not list) and re-create listed partitions that are missing."""
+        """Read the catalog, then have the log manager list the partitions it names (removing the
+        directories it does not list) and re-create listed partitions whose directory is missing.
+        Logs are opened lazily (storage/log_manager.py): on first use, `_adopt` applies the topic's
+        config, repairs a missing partition.metadata and hooks the log up."""
         if self._path.exists():
             data = json.loads(self._path.read_text())
             for t in data["topics"]:
@@ -180,25 +183,33 @@ class TopicCatalog:
                                  bool(t.get("internal", False)))
                 self._index(info)
                 self._persist[info.name] = self._record(info)
+        self._logs.on_open = self._adopt
         if not self._logs.loaded:
-            self._logs.load(lambda topic: self.log_config(self.topics[topic]) if topic in self.topics
-                            else self._default_config, keep=self._listed)
-        for plog in list(self._logs.logs()):
-            if not self._listed(plog.topic, plog.partition):
-                log.warning("removing partition dir %s-%d: not in the topic catalog", plog.topic, plog.partition)
-                self._logs.delete_partition(plog.topic, plog.partition)
+            self._logs.load(self._topic_config, keep=self._listed, lazy=True)
+        for topic, partition in self._logs.partitions():
+            if not self._listed(topic, partition):
+                log.warning("removing partition dir %s-%d: not in the topic catalog", topic, partition)
+                self._logs.delete_partition(topic, partition)
+        for plog in self._logs.logs():  # opened before the catalog was read (a log manager loaded eagerly)
+            self._adopt(plog)
         for info in self.topics.values():
-            config = self.log_config(info)
             for p in range(info.partitions):
-                plog = self._logs.get(info.name, p)
-                if plog is None:
-                    plog = self._logs.create(info.name, p, config, info.topic_id.bytes)
-                else:
-                    plog.update_config(config)
-                    if plog.topic_id is None:  # not written before a power loss: the catalog knows it
-                        write_partition_metadata(plog.dir, info.topic_id.bytes)
-                        plog.topic_id = info.topic_id.bytes
-                self._on_log_open(plog)
+                if not self._logs.has(info.name, p):
+                    self._on_log_open(self._logs.create(info.name, p, self.log_config(info), info.topic_id.bytes))
+
+    def _topic_config(self, topic: str) -> LogConfig:
+        info = self.topics.get(topic)
+        return self.log_config(info) if info is not None else self._default_config
+
+    def _adopt(self, plog: PartitionLog) -> None:
+        """A partition listed at load was opened (owner thread)."""
+        info = self.topics.get(plog.topic)
+        if info is not None:
+            plog.update_config(self.log_config(info))
+            if plog.topic_id is None:  # not written before a power loss: the catalog knows it
+                write_partition_metadata(plog.dir, info.topic_id.bytes)
+                plog.topic_id = info.topic_id.bytes
+        self._on_log_open(plog)
 
     def _listed(self, topic: str, partition: int) -> bool:
         info = self.topics.get(topic)
@@ -352,7 +363,7 @@ class TopicCatalog:
         self._persist[name] = self._record(info)
         self._save()
         for p in range(info.partitions):
-            plog = self._logs.get(name, p)
+            plog = self._logs.opened(name, p)  # an unopened one gets the config when opened (`_adopt`)
             if plog is not None:
                 plog.update_config(config)
 

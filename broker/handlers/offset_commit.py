@@ -32,7 +32,7 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) ->
             missing = UNKNOWN_TOPIC_OR_PARTITION
         names.append(name)
         for pi, p in enumerate(t.partitions):
-            if name is None or state.catalog.partition_log(name, p.partition_index) is None:
+            if name is None or not state.catalog.has_partition(name, p.partition_index):
                 errors[(ti, pi)] = missing if name is None else UNKNOWN_TOPIC_OR_PARTITION
             else:
                 commits.append((name, p.partition_index, p.committed_offset,

@@ -16,7 +16,7 @@ UNKNOWN_TOPIC_OR_PARTITION = ke.UnknownTopicOrPartitionError.errno
 async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     state = ctx.broker
     known = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
-             if state.catalog.partition_log(t.name, p.partition_index) is not None]
+             if state.catalog.has_partition(t.name, p.partition_index)]
     code, results = state.groups.delete_offsets(req.group_id, known)
     if code:
         return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])

@@ -22,7 +22,7 @@ def unknown_partitions(state: BrokerState, parts: list[tuple[str, int]]) -> set[
     """Partitions that do not exist (Kafka answers them UNKNOWN_TOPIC_OR_PARTITION and does not
     attempt the others)."""
     catalog = state.catalog
-    return {(t, p) for t, p in parts if catalog.partition_log(t, p) is None}
+    return {(t, p) for t, p in parts if not catalog.has_partition(t, p)}
 
 
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = ke.TransactionalIdAuthorizationFailedError.errno

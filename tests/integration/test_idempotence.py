@@ -370,6 +370,7 @@ def _fill_with_rolls(bootstrap: str, topic: str, batches: int) -> tuple[RawClien
 
 
 def _replay_line(broker, topic: str) -> str:
+    list_offset(broker.bootstrap, topic, 0)  # a partition's log (and its producer state) loads on first use
     lines = re.findall(rf"producer state of {topic}-0: [^\n]*", broker.log_text())
     assert lines, broker.log_text()
     return lines[-1]
@@ -419,6 +420,7 @@ def test_corrupt_snapshot_is_skipped_and_state_rebuilt_from_the_log(broker_facto
         data[len(data) // 2] ^= 0x5A
         snap.write_bytes(bytes(data))
     broker.start()
+    list_offset(broker.bootstrap, topic, 0)  # opened on first use
     text = broker.log_text()
     assert "ignoring producer state snapshot" in text and "CRC" in text, text
     assert re.search(r"no snapshot, replayed 40 batches from offset 0", _replay_line(broker, topic))

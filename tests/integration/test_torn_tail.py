@@ -100,6 +100,7 @@ def test_truncated_last_segment_recovers_to_last_whole_batch(broker_factory, see
     earlier = {p: p.read_bytes() for p in segments[:-1]}
 
     broker.start()
+    list_offset(broker.bootstrap, topic, 0, -1)  # a partition's log is opened (and recovered) on first use
     assert last.stat().st_size == expected_size, "torn bytes were not truncated away"
     for p, data in earlier.items():
         assert p.read_bytes() == data, f"recovery changed an earlier segment {p.name}"
@@ -123,5 +124,6 @@ def test_crc_corrupted_final_batch_is_truncated(broker_factory, how):
     last.write_bytes(bytes(data))
 
     broker.start()
+    list_offset(broker.bootstrap, topic, 0, -1)  # opened (and recovered) on first use
     assert last.stat().st_size == start, "the corrupted batch was not truncated away"
     _check_recovered(broker, topic, sent, expected_leo)
