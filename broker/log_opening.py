@@ -6,7 +6,7 @@ loop keeps serving meanwhile. Handlers stay synchronous about logs: for the APIs
 `PARTITION_FIELDS`, `opening_partitions` wraps the handler so that the logs its request names are open
 before it runs; any other access to an unopened log (a coordinator writing markers, DeleteRecords of
 a partition nobody used yet, ...) opens it in place, which is correct, only not off the loop.
-`open_remaining` opens whatever is left, one partition at a time, once the broker has started, so that
+`open_remaining` opens whatever is left, a few partitions at a time, once the broker has started, so that
 retention, flush and compaction soon cover every partition again.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+BACKGROUND_BATCH = 16
 
 
 class PartitionFields(NamedTuple):
@@ -82,25 +83,21 @@ async def open_logs(logs: LogManager, partitions: Iterable[TopicPartition]) -> N
     """Open the given partitions' logs in the log manager's worker threads and register them. A
     partition whose open fails stays unopened (logged; the caller's own access tries again). If the
     caller is cancelled the opens go on and are registered by the next access."""
-    waiting = []
+    partitions = list(partitions)
+    jobs = logs.open_in_worker(partitions)
+    if jobs:
+        await asyncio.shield(asyncio.gather(*(asyncio.wrap_future(j) for j in jobs), return_exceptions=True))
     for topic, partition in partitions:
-        future = logs.open_in_worker(topic, partition)
-        if future is not None:
-            waiting.append((topic, partition, future))
-    if not waiting:
-        return
-    await asyncio.shield(asyncio.gather(*(asyncio.wrap_future(f) for _t, _p, f in waiting),
-                                        return_exceptions=True))
-    for topic, partition, _f in waiting:
         logs.collect(topic, partition)
 
 
 async def open_remaining(logs: LogManager) -> None:
-    """Open every partition still unopened, one at a time (the other worker stays free for requests)."""
+    """Open every partition still unopened, BACKGROUND_BATCH at a time (one worker task each, so a
+    request's partition waits for at most one batch; the other worker stays free for requests)."""
     todo = logs.unopened()
     if not todo:
         return
     t0 = time.monotonic()
-    for topic, partition in todo:
-        await open_logs(logs, [(topic, partition)])
+    for i in range(0, len(todo), BACKGROUND_BATCH):
+        await open_logs(logs, todo[i:i + BACKGROUND_BATCH])
     log.info("opened %d partition logs in the background in %.0f ms", len(todo), (time.monotonic() - t0) * 1000)

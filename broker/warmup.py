@@ -6,7 +6,7 @@ comes here:
    logs (opened in worker threads), then the coordinators are built on the event loop, which starts
    their loading (broker/state.py);
 2. every other handler module (and what it imports);
-3. the remaining partition logs, opened one at a time in a worker thread (broker/log_opening.py),
+3. the remaining partition logs, opened a few at a time in a worker thread (broker/log_opening.py),
    unless `minikafka.log.open.background` is false.
 A request for an API or a partition not reached yet loads it itself (`registry.spec_for`, the log
 manager's lazy `get`), so the order here only decides what is ready early.

@@ -3,10 +3,13 @@
 Lazy opening: `load()` only lists the `<topic>-<partition>` directories; each becomes an
 `UnopenedLog` (directory + whether its last shutdown was clean). Its PartitionLog (segments,
 indexes, producer state, recovery if unclean) is built on the first `get`, in the calling thread,
-or ahead of that by `open_in_worker` in a worker thread. Either way the log is constructed privately
-and only then registered, on the owner thread (`get`, `collect`), so the owner-thread invariant of
-storage/partition_log.py holds: nobody sees a log before it is registered. Retention, flush and
-close iterate opened logs only (`logs()`); an unopened partition has nothing to flush.
+or ahead of that by `open_in_worker` in a worker thread (several partitions one after the other in
+one task: a wake-up of the owner per task, not per partition). Either way the log is constructed
+privately and only then registered, on the owner thread (`get`, `collect`), so the owner-thread
+invariant of storage/partition_log.py holds: nobody sees a log before it is registered. A `get` of a
+partition whose worker open has not started takes it over (cancels it); one already started is
+waited for, so a directory is never opened twice. Retention, flush and close iterate opened logs only
+(`logs()`); an unopened partition has nothing to flush.
 
 Clean shutdown, per log dir: `close()` flushes and closes the opened logs, writes the list of
 partitions still needing recovery to `.minikafka_recovery_pending` (or removes that file), then
@@ -87,10 +90,12 @@ def _partition_log_class() -> type["PartitionLog"]:
 
 
 class UnopenedLog:
-    """A partition directory whose log is not open yet. `future` is its open in a worker thread, set
-    and read by the owner thread (and by `close` of an unregistered one, in any thread)."""
+    """A partition directory whose log is not open yet. `future` is its open by a worker (None if
+    none was asked for) and `job` the worker task opening it (with others): both set by the owner
+    thread. Whoever cancels `future` while it is pending (not started by the worker) takes the open
+    over; a started one is waited for."""
 
-    __slots__ = ("dir", "topic", "partition", "clean", "future")
+    __slots__ = ("dir", "topic", "partition", "clean", "future", "job")
 
     def __init__(self, directory: Path, topic: str, partition: int, clean: bool) -> None:
         self.dir = directory
@@ -98,11 +103,13 @@ class UnopenedLog:
         self.partition = partition
         self.clean = clean
         self.future: concurrent.futures.Future | None = None
+        self.job: concurrent.futures.Future | None = None
 
     def opened_log(self) -> "PartitionLog | None":
-        """The log a worker opened for it (waiting for an open in flight); None if none was."""
+        """The log a worker opened for it, waiting for an open in progress; None if none was (an open
+        not started yet is cancelled)."""
         f = self.future
-        if f is None:
+        if f is None or f.cancel():
             return None
         try:
             return f.result()
@@ -113,7 +120,7 @@ class UnopenedLog:
         """Nothing was written through an unopened log."""
 
     def close(self) -> None:
-        """Close what an open in flight produced (an unregistered placeholder being discarded)."""
+        """Close what an open in a worker produced (an unregistered placeholder being discarded)."""
         plog = self.opened_log()
         if plog is not None:
             plog.close()
@@ -201,9 +208,9 @@ class LogManager:
 
     # -- lookup and lazy opening (owner thread unless noted) ---------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
-        """The partition's log, opened now (in this thread) if it is not yet, or waiting for its open
-        in a worker; None if the partition is unknown. An open that fails raises (KafkaStorageError,
-        OSError) and leaves the partition unopened, so a later call tries again."""
+        """The partition's log, opened now (in this thread) if it is not yet, or waiting for a worker
+        that already started opening it; None if the partition is unknown. An open that fails raises
+        (KafkaStorageError, OSError) and leaves the partition unopened, so a later call tries again."""
         tp = (topic, partition)
         plog = self._logs.get(tp)
         if plog is not None:
@@ -211,11 +218,13 @@ class LogManager:
         u = self._unopened.get(tp)
         if u is None:
             return None
-        if u.future is not None:
+        f = u.future
+        if f is not None and not f.cancel():  # a worker started (or finished) it: its result
             try:
-                return self._register(u, u.future.result())
+                return self._register(u, f.result())
             except BaseException:
-                u.future = None  # failed or cancelled: open here instead
+                pass  # failed: open here
+        u.future = u.job = None
         return self._register(u, self._open(u, self._config_for(topic)))
 
     def opened(self, topic: str, partition: int) -> PartitionLog | None:
@@ -235,22 +244,43 @@ class LogManager:
         """Partitions whose log is not open (in sorted order)."""
         return sorted(self._unopened)
 
-    def open_in_worker(self, topic: str, partition: int) -> concurrent.futures.Future | None:
-        """Start opening the partition's log in a worker thread (once); the returned future completes
-        when it is built, after which `collect` (or `get`) registers it. None if the partition is
-        open already or unknown."""
-        u = self._unopened.get((topic, partition))
-        if u is None:
-            return None
-        if u.future is None:
+    def open_in_worker(self, partitions: Iterable[TopicPartition]) -> list[concurrent.futures.Future]:
+        """Start opening the given partitions' logs in a worker thread, one after the other in one task
+        (a partition asked for earlier stays with its task). Returns the tasks to wait for; once they
+        are done, `collect` (or `get`) registers each log. Unknown or open partitions are skipped."""
+        todo: list[tuple[UnopenedLog, concurrent.futures.Future, LogConfig]] = []
+        jobs: dict[int, concurrent.futures.Future] = {}
+        for topic, partition in partitions:
+            u = self._unopened.get((topic, partition))
+            if u is None:
+                continue
+            if u.future is None:
+                u.future = concurrent.futures.Future()
+                todo.append((u, u.future, self._config_for(topic)))
+            elif u.job is not None and not u.job.done():
+                jobs[id(u.job)] = u.job
+        if todo:
             if self._opener is None:
                 self._opener = concurrent.futures.ThreadPoolExecutor(OPEN_WORKERS, thread_name_prefix="log-open")
-            u.future = self._opener.submit(self._open, u, self._config_for(topic))
-        return u.future
+            job = self._opener.submit(self._open_all, todo)
+            for u, _f, _config in todo:
+                u.job = job
+            jobs[id(job)] = job
+        return list(jobs.values())
+
+    def _open_all(self, todo: list[tuple[UnopenedLog, concurrent.futures.Future, LogConfig]]) -> None:
+        """Worker: open each log whose open nobody took over (cancelled) meanwhile."""
+        for u, f, config in todo:
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                f.set_result(self._open(u, config))
+            except BaseException as exc:
+                f.set_exception(exc)
 
     def collect(self, topic: str, partition: int) -> PartitionLog | None:
-        """Register the log a finished `open_in_worker` built; None if the partition is not open (the
-        open is still running, or failed: then it is logged and a later open tries again)."""
+        """Register the log a finished worker open built; None if the partition is not open (its open
+        is still pending or running, or failed: then it is logged and a later open tries again)."""
         tp = (topic, partition)
         plog = self._logs.get(tp)
         if plog is not None:
@@ -258,7 +288,8 @@ class LogManager:
         u = self._unopened.get(tp)
         if u is None or u.future is None or not u.future.done():
             return None
-        f, u.future = u.future, None
+        f = u.future
+        u.future = u.job = None
         if f.cancelled():
             return None
         exc = f.exception()
@@ -418,6 +449,9 @@ class LogManager:
         """Flush and close every opened log (and those a worker is opening: waited for), then per log
         dir write the partitions still needing recovery and the clean-shutdown marker."""
         if self._opener is not None:
+            for u in self._unopened.values():
+                if u.future is not None:
+                    u.future.cancel()  # not started: stays unopened
             self._opener.shutdown(wait=True, cancel_futures=True)
             self._opener = None
         plogs = list(self._logs.values())

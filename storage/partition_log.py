@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import shutil
 import struct
@@ -202,21 +203,22 @@ class PartitionLog:
 
     def _load(self, clean_shutdown: bool) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
+        names = os.listdir(self.dir)  # one listing for segments, orphan indexes and strays
         bases: list[int] = []
-        for path in list(self.dir.iterdir()):
-            name = path.name
+        for name in names:
             if name.endswith(STRAY_SUFFIXES):
+                path = self.dir / name
                 log.info("deleting stray file %s", path)
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
-            elif name.endswith(".log") and len(path.stem) == 20 and path.stem.isdigit():
-                bases.append(int(path.stem))
+            elif name.endswith(".log") and len(name) == 24 and name[:20].isdigit():
+                bases.append(int(name[:20]))
         bases.sort()
         known = {segment_name(b) for b in bases}
-        for suffix in SEGMENT_SUFFIXES[1:]:
-            for path in self.dir.glob("*" + suffix):
-                if path.stem not in known:
-                    log.info("deleting orphan index %s", path)
-                    path.unlink()
+        for name in names:
+            for suffix in SEGMENT_SUFFIXES[1:]:
+                if name.endswith(suffix) and not name.startswith(".") and name[:-len(suffix)] not in known:
+                    log.info("deleting orphan index %s", self.dir / name)
+                    (self.dir / name).unlink()
         now = self._now_ms()
         segments: list[LogSegment] = []
         for i, base in enumerate(bases):

@@ -9,6 +9,7 @@ clean one checks only the tail and keeps it."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -63,20 +64,41 @@ def test_load_lists_partitions_and_opens_each_on_first_get(tmp_path, clock):
 def test_open_in_worker_then_collect(tmp_path, clock):
     m = _manager(tmp_path, clock)
     m.load()
-    _fill(m, "t", 2)
+    _fill(m, "t", 3)
     m.close()
 
     m = _manager(tmp_path, clock)
     m.load(lazy=True)
-    future = m.open_in_worker("t", 0)
-    assert m.open_in_worker("t", 0) is future  # one open per partition
-    built = future.result(timeout=10)
+    (job,) = m.open_in_worker([("t", 0), ("t", 1), ("nope", 0)])  # one task for both
+    assert m.open_in_worker([("t", 0)]) in ([job], [])  # asked again: the same task (or none if done)
+    job.result(timeout=10)
     assert m.opened("t", 0) is None  # built, not registered until collected on the owner thread
-    assert m.collect("t", 0) is built and m.opened("t", 0) is built
-    assert m.open_in_worker("t", 0) is None and m.open_in_worker("nope", 0) is None
-    f1 = m.open_in_worker("t", 1)
-    f1.result(timeout=10)
-    assert m.get("t", 1) is f1.result()  # get registers a finished open too
+    built = m.collect("t", 0)
+    assert built is not None and m.opened("t", 0) is built and m.get("t", 0) is built
+    assert m.open_in_worker([("t", 0)]) == []
+    assert m.get("t", 1).log_end_offset == BATCHES * PER_BATCH  # get registers a finished open too
+    assert m.collect("t", 2) is None and m.opened("t", 2) is None  # never asked for
+    m.close()
+
+
+def test_get_takes_over_an_open_not_started_yet(tmp_path, clock):
+    m = _manager(tmp_path, clock)
+    m.load()
+    _fill(m, "t", 2)
+    m.close()
+    m = _manager(tmp_path, clock)
+    m.load(lazy=True)
+    gate = threading.Event()
+    m.open_in_worker([("t", 1)])[0].result(timeout=10)  # the worker pool exists
+    blocker = m._opener.submit(gate.wait)  # the workers are busy: the next task waits
+    m._opener.submit(gate.wait)
+    (job,) = m.open_in_worker([("t", 0)])
+    plog = m.get("t", 0)  # not started by a worker: opened here at once
+    assert plog.log_end_offset == BATCHES * PER_BATCH
+    gate.set()
+    blocker.result(timeout=10)
+    job.result(timeout=10)
+    assert m.get("t", 0) is plog
     m.close()
 
 
@@ -160,7 +182,7 @@ def test_close_waits_for_an_open_in_flight_and_counts_it_clean(tmp_path, clock):
     _fill(m, "t", 2)  # then a crash: both unclean
     m = _manager(tmp_path, clock)
     m.load(lazy=True)
-    m.open_in_worker("t", 0)  # never collected
+    m.open_in_worker([("t", 0)])[0].result(timeout=10)  # never collected
     m.close()
     assert json.loads((tmp_path / RECOVERY_PENDING_FILE).read_text())["partitions"] == ["t-1"]
 
