@@ -376,7 +376,10 @@ class Connection(asyncio.BufferedProtocol):
             header = peek_header(frame)
         except HeaderError as exc:
             raise CloseConnection(f"bad request header: {exc}") from None
-        spec = spec_for(header.api_key)  # imports the handler module on the API's first request
+        try:
+            spec = spec_for(header.api_key)  # imports the handler module on the API's first request
+        except Exception as exc:  # our bug: the module does not import
+            raise HandlerFailed(f"loading the handler for API key {header.api_key} failed: {exc!r}") from None
         if spec is None:
             raise CloseConnection(f"unknown API key {header.api_key}")
         version = header.api_version
