@@ -197,13 +197,14 @@ def main() -> None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         log = open(os.path.join(tmp, "broker.log")).read().splitlines()
-        starts = [i for i, line in enumerate(log) if " ready in " in line][-2:]
-        for label, i, end in zip(("kill -9", "clean"), starts, starts[1:] + [len(log)]):
-            shown = [line for line in log[i:end] if " ready in " in line or "producer state of" in line
-                     or "recovered" in line or "in the background" in line][:4]
-            for line in shown:
+        ends = [i for i, line in enumerate(log) if "shut down cleanly" in line][-2:]
+        for label, begin, end in zip(("kill -9", "clean"), [0] + ends[:1], ends):  # each restart's lines
+            lines = log[begin:end + 1]
+            ready = [line for line in lines if " ready in " in line][-1:]
+            notes = [line for line in lines if "producer state of" in line or "recovered" in line
+                     or "in the background" in line][:3]
+            for line in ready + notes:
                 print(f"  broker ({label}):", line.split(": ", 1)[-1][:150])
-
 
 if __name__ == "__main__":
     main()
