@@ -136,7 +136,8 @@ def end_offsets(c: Conn, partitions: int) -> list[int]:
     return [p.offset for p in parts]
 
 
-def measure(port: int, data: str, seg: int, partitions: int, expected: list[int] | None) -> tuple[subprocess.Popen, dict]:
+def measure(port: int, data: str, seg: int, partitions: int,
+            expected: list[int] | None) -> tuple[subprocess.Popen, dict]:
     proc, t0 = start(port, data, seg)
     out = {"listening": time.monotonic() - t0}
     c = Conn(port)
