@@ -48,7 +48,10 @@ def setup_block(command: str, started: str, load_before: str) -> str:
     mem_gib = int(mem) / 2**20 if mem.isdigit() else float("nan")
     java = _cmd(["java", "-version"]).splitlines()
     commit = _cmd(["git", "rev-parse", "--short", "HEAD"])
-    dirty = " (with uncommitted changes)" if _cmd(["git", "status", "--porcelain", "--untracked-files=no"]) else ""
+    # the run's own outputs (BENCHMARKS.md, bench/results/) do not count as changes to what was measured
+    changed = [line for line in _cmd(["git", "status", "--porcelain", "--untracked-files=no"]).splitlines()
+               if not line.split()[-1].startswith(("BENCHMARKS.md", "bench/results/"))]
+    dirty = " (with uncommitted changes)" if changed else ""
     return "\n".join([
         f"Run {started}: `{command}` at minikafka commit {commit}{dirty}; load average before the run "
         f"{load_before}, after {load_average()} (1/5/15 min).",

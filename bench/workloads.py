@@ -113,7 +113,11 @@ def consume_mbps(bs: str, topic: str, partitions: int | list[int], n: int, read_
     parts = list(range(partitions)) if isinstance(partitions, int) else partitions
     c = Consumer({"bootstrap.servers": bs, "group.id": "bench", "enable.auto.commit": False,
                   "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-                  "fetch.max.bytes": 52_428_800})
+                  "fetch.max.bytes": 52_428_800,
+                  # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) whenever more than
+                  # queued.max.messages.kbytes (64 MB) wait in its queue: a broker faster than the Python
+                  # loop then reads as a 1 s stall. With room for the whole read the client never backs off.
+                  "queued.max.messages.kbytes": 1_048_576})
     try:
         c.list_topics(topic, timeout=30)
         before()
