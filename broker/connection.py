@@ -408,7 +408,8 @@ class Connection(asyncio.BufferedProtocol):
         header_flexible = flexible and header.api_key != API_VERSIONS_KEY
         if isinstance(response, EncodedBody):
             return (encode_response_prefix(header.correlation_id, response.size, header_flexible), response)
-        body = response.encode(version=version)
+        # a handler's own fast-path encoding (protocol/produce_encoding.py), or kafka-python's
+        body = response if isinstance(response, (bytes, bytearray)) else response.encode(version=version)
         # prefix and body go out as two buffers: a large body is not copied again
         return (encode_response_prefix(header.correlation_id, len(body), header_flexible), body)
 

@@ -1,7 +1,8 @@
 """Response bodies that a handler encodes itself, so large record bytes never pass through the
 generic encoder or get concatenated into one buffer.
 
-A handler may return an `EncodedBody` instead of a kafka.protocol response object. The connection
+A handler may return an `EncodedBody` (or, for a small body it encoded itself, plain bytes) instead
+of a kafka.protocol response object. The connection
 writes the response prefix (size + header) and then `parts` in order: bytes-like parts as they are,
 `FileSlice` parts straight from the file (os.sendfile where the transport allows it, else bounded
 pread chunks). Invariant: `size` == the sum of the parts' lengths, and every FileSlice owns its

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import kafka.errors as ke
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from ...protocol.produce_encoding import Appended, encode_produce_success
 from ...protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -82,7 +83,7 @@ def _validate(records: bytes, settings) -> None:
 
 async def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
                             acks: int, version: int,
-                            transactional_id: str | None = None) -> "PartitionResponse | _Writing":
+                            transactional_id: str | None = None) -> "PartitionResponse | Appended | _Writing":
     """Checks, validation and the offsets of one partition's records; their file write may still be
     going on (`_Writing`): the caller starts the other partitions before waiting for it."""
     if acks not in VALID_ACKS:
@@ -134,7 +135,7 @@ class _Writing(NamedTuple):
     index: int
     appended: "asyncio.Future[AppendInfo]"
 
-    async def response(self) -> PartitionResponse:
+    async def response(self) -> PartitionResponse | Appended:
         try:
             info = await asyncio.shield(self.appended)  # a cancelled request does not cancel the write
         except Exception as exc:
@@ -142,22 +143,28 @@ class _Writing(NamedTuple):
         return _answer(self.index, info)
 
 
-def _answer(index: int, info: AppendInfo) -> PartitionResponse:
-    return PartitionResponse(index=index, error_code=0, base_offset=info.first_offset,
-                             log_append_time_ms=info.log_append_time_ms, log_start_offset=info.log_start_offset,
-                             record_errors=[], error_message=None)
+def _answer(index: int, info: AppendInfo) -> Appended:
+    return Appended(index, info.first_offset, info.log_append_time_ms, info.log_start_offset)
+
+
+def _generic(part: PartitionResponse | Appended) -> PartitionResponse:
+    if isinstance(part, Appended):
+        return PartitionResponse(index=part.index, error_code=0, base_offset=part.base_offset,
+                                 log_append_time_ms=part.log_append_time_ms, log_start_offset=part.log_start_offset,
+                                 record_errors=[], error_message=None)
+    return part
 
 
 @handles(ProduceRequest, ProduceResponse, 3, 13)
-async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
+async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | bytearray | None:
     state = ctx.broker
     by_id = ctx.api_version >= 13
     responses = []
     since_yield = 0
-    started: list[tuple[object, list[PartitionResponse | _Writing]]] = []
+    started: list[tuple[object, list[PartitionResponse | Appended | _Writing]]] = []
     for topic in req.topic_data:
         name = topic_name_for_id(state, topic.topic_id) if by_id else topic.name
-        parts: list[PartitionResponse | _Writing] = []
+        parts: list[PartitionResponse | Appended | _Writing] = []
         for p in topic.partition_data:
             parts.append(await produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version,
                                                  req.transactional_id))
@@ -166,12 +173,18 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 since_yield = 0
                 await asyncio.sleep(0)
         started.append((topic, parts))
+    all_appended = True
     for topic, parts in started:  # acks only once every partition's bytes are written
         done = [await part.response() if isinstance(part, _Writing) else part for part in parts]
-        if by_id:
-            responses.append(TopicResponse(topic_id=topic.topic_id, partition_responses=done))
-        else:
-            responses.append(TopicResponse(name=topic.name, partition_responses=done))
+        all_appended = all_appended and all(isinstance(part, Appended) for part in done)
+        responses.append((topic.topic_id if by_id else topic.name, done))
     if req.acks == 0:
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    if all_appended:  # the common case: no per-partition objects, no generic encoder
+        return encode_produce_success(ctx.api_version, responses)
+    if by_id:
+        topics = [TopicResponse(topic_id=key, partition_responses=[_generic(p) for p in done])
+                  for key, done in responses]
+    else:
+        topics = [TopicResponse(name=key, partition_responses=[_generic(p) for p in done]) for key, done in responses]
+    return ProduceResponse(responses=topics, throttle_time_ms=0)
