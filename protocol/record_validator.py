@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 from functools import partial
 from itertools import repeat
 from operator import attrgetter, ne, sub
@@ -82,8 +82,7 @@ class UndecodableBatchError(Exception):
     decompress, a record length varint that never ends, compressed inner offsets not 0..n-1."""
 
 
-@dataclass(frozen=True)
-class ValidationSettings:
+class ValidationSettings(NamedTuple):  # built per partition per Produce: a tuple is cheap to make
     topic_partition: str  # "<topic>-<partition>", as Kafka's messages name it
     compacted: bool = False
     log_append_time: bool = False  # the topic's message.timestamp.type
