@@ -154,12 +154,19 @@ def parse_listeners(spec: str) -> list[Listener]:
 
 
 class BrokerConfig:
-    """Resolved broker configuration; `props` holds the effective string values by Kafka key."""
+    """Resolved broker configuration; `props` holds the effective string values by Kafka key.
 
-    def __init__(self, props: Mapping[str, str]):
+    `static_props` are the values given at start (file, env, --override): Kafka's
+    STATIC_BROKER_CONFIG layer. Dynamic broker configs (broker/dynamic_config.py) are laid over them
+    by `reconfigure`, which replaces `props` and every attribute derived from it in place, so that
+    code reading `config.<attr>` or `config.get(key)` when it acts sees the current value.
+    """
+
+    def __init__(self, props: Mapping[str, str], *, warn_unknown: bool = True):
+        self.static_props: dict[str, str] = dict(props)
         self.props: dict[str, str] = dict(DEFAULTS)
         for key, value in props.items():
-            if key not in DEFAULTS and key not in IGNORED_KAFKA_KEYS:
+            if warn_unknown and key not in DEFAULTS and key not in IGNORED_KAFKA_KEYS:
                 log.warning("unknown config key %r ignored", key)
             self.props[key] = value
         try:
@@ -198,6 +205,16 @@ class BrokerConfig:
 
     def get(self, key: str) -> str:
         return self.props.get(key, "")
+
+    def reconfigure(self, effective: Mapping[str, str]) -> None:
+        """Take `effective` (static props with the dynamic layers applied) as the current config.
+        Validated completely before anything changes: raises ConfigError and leaves `self` as it
+        was. Only dynamic keys differ from the static props (broker/dynamic_config.py refuses the
+        others), so listeners, node id and log dirs never change here."""
+        candidate = BrokerConfig(effective, warn_unknown=False)
+        static = self.static_props
+        self.__dict__.update(candidate.__dict__)
+        self.static_props = static
 
     def get_bool(self, key: str) -> bool:
         value = self.get(key).lower()
