@@ -90,6 +90,15 @@ DEFAULTS: dict[str, str] = {
     "log.cleaner.delete.retention.ms": "86400000",
     "log.cleaner.min.cleanable.ratio": "0.5",
     "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": str(2**63 - 1),
+    "log.segment.delete.delay.ms": "60000",
+    # topic defaults minikafka accepts and reports (topic: compression.type, min.insync.replicas,
+    # segment.index.bytes, preallocate, unclean.leader.election.enable) but does not act on
+    "compression.type": "producer",
+    "min.insync.replicas": "1",
+    "log.index.size.max.bytes": "10485760",
+    "log.preallocate": "false",
+    "unclean.leader.election.enable": "false",
     "log.cleaner.threads": "1",
     "producer.id.expiration.ms": "86400000",
 }
@@ -100,7 +109,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
-    "min.insync.replicas", "unclean.leader.election.enable", "broker.rack",
+    "broker.rack",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
 })
 
@@ -243,6 +252,13 @@ class BrokerConfig:
             "delete.retention.ms": self.get("log.cleaner.delete.retention.ms"),
             "min.cleanable.dirty.ratio": self.get("log.cleaner.min.cleanable.ratio"),
             "min.compaction.lag.ms": self.get("log.cleaner.min.compaction.lag.ms"),
+            "max.compaction.lag.ms": self.get("log.cleaner.max.compaction.lag.ms"),
+            "file.delete.delay.ms": self.get("log.segment.delete.delay.ms"),
+            "compression.type": self.get("compression.type"),
+            "min.insync.replicas": self.get("min.insync.replicas"),
+            "segment.index.bytes": self.get("log.index.size.max.bytes"),
+            "preallocate": self.get("log.preallocate"),
+            "unclean.leader.election.enable": self.get("unclean.leader.election.enable"),
             "message.timestamp.type": self.get("log.message.timestamp.type"),
             "message.timestamp.before.max.ms": self.get("log.message.timestamp.before.max.ms"),
             "message.timestamp.after.max.ms": self.get("log.message.timestamp.after.max.ms"),

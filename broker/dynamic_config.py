@@ -52,6 +52,7 @@ APPLIED: frozenset[str] = frozenset({
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms", "message.max.bytes",
     "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms",
     "producer.id.expiration.ms", "max.connections", "max.connections.per.ip",
+    "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms",
 })
 
 # Dynamic in Kafka, but minikafka cannot change them while running (it would have to rebind).

@@ -15,6 +15,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
@@ -112,6 +114,16 @@ def raw_incremental(bootstrap: str, rtype: int, name: str, ops: list[tuple[str, 
         configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])])
     with RawClient(bootstrap) as c:
         (res,) = c.request(req, 1, IncrementalAlterConfigsResponse).responses
+    return res.error_code, res.error_message
+
+
+def raw_alter(bootstrap: str, rtype: int, name: str, props: dict[str, str]) -> tuple[int, str | None]:
+    """Legacy AlterConfigs (v2): `props` becomes the resource's whole set."""
+    R = AlterConfigsRequest.AlterConfigsResource
+    req = AlterConfigsRequest(validate_only=False, resources=[R(
+        resource_type=rtype, resource_name=name, configs=[R.AlterableConfig(name=k, value=v) for k, v in props.items()])])
+    with RawClient(bootstrap) as c:
+        (res,) = c.request(req, 2, AlterConfigsResponse).responses
     return res.error_code, res.error_message
 
 
@@ -225,6 +237,22 @@ def test_unknown_config_is_a_custom_config(shared_broker, cleanup):
     e = describe(bs, "")["custom.minikafka.test"]
     # a name Kafka has no type for counts as sensitive: its value is not shown
     assert (e.value, e.source, e.read_only, e.sensitive) == (None, DYN_DEFAULT, True, True)
+
+
+def test_legacy_alter_configs_replaces_the_layer(shared_broker, cleanup):
+    bs = shared_broker.bootstrap
+    cleanup.update({"log.retention.ms", "log.cleaner.backoff.ms"})
+
+    def per_broker() -> dict[str, str | None]:
+        return {k: e.value for k, e in describe(bs, NODE).items() if e.source == DYN_BROKER}
+    alter(bs, NODE, **{"log.retention.ms": "3600000"})
+    settle(lambda: per_broker() == {"log.retention.ms": "3600000"}, "incremental set")
+    assert raw_alter(bs, BROKER_RES, NODE, {"log.cleaner.backoff.ms": "16000"}) == (0, None)
+    settle(lambda: per_broker() == {"log.cleaner.backoff.ms": "16000"}, "whole layer replaced")
+    assert raw_alter(bs, BROKER_RES, NODE, {}) == (0, None)
+    settle(lambda: per_broker() == {}, "layer emptied")
+    assert raw_alter(bs, BROKER_RES, "", {"log.retention.hours": "5"}) == (
+        ke.InvalidRequestError.errno, "Cannot update these configs dynamically: [log.retention.hours]")
 
 
 def test_validate_only_changes_nothing(shared_broker):
