@@ -52,7 +52,7 @@ APPLIED: frozenset[str] = frozenset({
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms", "message.max.bytes",
     "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms",
     "producer.id.expiration.ms", "max.connections", "max.connections.per.ip",
-    "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms",
+    "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms", "log.cleaner.backoff.ms",
 })
 
 # Dynamic in Kafka, but minikafka cannot change them while running (it would have to rebind).
@@ -139,7 +139,7 @@ _AT_LEAST: dict[str, int | float] = {
     "message.max.bytes": 0, "max.connections": 0, "max.connections.per.ip": 0, "log.segment.bytes": 1048576,
     "log.roll.ms": 1, "log.index.interval.bytes": 0, "log.flush.interval.messages": 1,
     "log.cleaner.delete.retention.ms": 0, "log.cleaner.min.compaction.lag.ms": 0,
-    "log.cleaner.min.cleanable.ratio": 0, "producer.id.expiration.ms": 1,
+    "log.cleaner.min.cleanable.ratio": 0, "producer.id.expiration.ms": 1, "log.cleaner.backoff.ms": 0,
     "log.message.timestamp.before.max.ms": 0, "log.message.timestamp.after.max.ms": 0,
 }
 
@@ -324,5 +324,8 @@ class DynamicBrokerConfig:
         self.config.reconfigure(effective)
         log.info("dynamic broker config %s now %s", f"broker {self.node_id}" if per_broker else "default",
                  dict(sorted(props.items())))
+        inert = sorted(k for k in props if k not in APPLIED)
+        if inert:
+            log.info("dynamic broker configs stored but not acted on by minikafka: %s", ", ".join(inert))
         for listener in self._listeners:
             listener(self.config)

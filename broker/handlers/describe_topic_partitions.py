@@ -5,7 +5,8 @@ the cursor's topic on, sorted by name, at most `response_partition_limit` partit
 [1, max.request.partition.size.limit = 2000]); `next_cursor` points at the first partition left out.
 A named topic that does not exist answers UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for
 an illegal name); in the listing of all topics there are none. A cursor whose topic is not among
-the named ones, or with a negative partition, fails the whole request with INVALID_REQUEST.
+the named ones, or with a negative partition, fails the whole request with INVALID_REQUEST (an
+empty topic name with UNKNOWN_SERVER_ERROR, as Kafka's authorizer call fails on it).
 """
 from __future__ import annotations
 
@@ -26,8 +27,12 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 TOPIC_OPS = bitfield(TOPIC_OPERATIONS)  # this field is a plain int32 in kafka.protocol
 
 
-class _InvalidRequest(Exception):
-    pass
+class _RequestError(Exception):
+    """Fails the whole request: every named topic gets `code` (Kafka's getErrorResponse)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _error_topic(name: str, code: int) -> Topic:
@@ -47,10 +52,12 @@ def _describe(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Descr
     else:
         names = {t.name for t in req.topics if t.name >= cursor_topic}
         if cursor is not None and cursor.topic_name not in names:
-            raise _InvalidRequest("DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
-                                  f"{cursor.topic_name}")
+            raise _RequestError(ke.InvalidRequestError.errno, "DescribeTopicPartitionsRequest topic list should "
+                                f"contain the cursor topic: {cursor.topic_name}")
     if cursor is not None and cursor.partition_index < 0:
-        raise _InvalidRequest("DescribeTopicPartitionsRequest cursor partition must be valid")
+        raise _RequestError(ke.InvalidRequestError.errno, "DescribeTopicPartitionsRequest cursor partition must be valid")
+    if "" in names:  # Kafka fails the request in its authorization of an empty resource name
+        raise _RequestError(-1, "topic name is empty")
     remaining = max(min(MAX_PARTITIONS, req.response_partition_limit), 1)
     topics: list[Topic] = []
     next_cursor = None
@@ -88,8 +95,8 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
                                            req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     try:
         return _describe(ctx, req)
-    except _InvalidRequest:
+    except _RequestError as exc:
         # Kafka's getErrorResponse: every named topic with the error, nothing else
         return DescribeTopicPartitionsResponse(throttle_time_ms=0, next_cursor=None, topics=[
-            Topic(error_code=ke.InvalidRequestError.errno, name=t.name, topic_id=ZERO_UUID, is_internal=False,
+            Topic(error_code=exc.code, name=t.name, topic_id=ZERO_UUID, is_internal=False,
                   partitions=[], topic_authorized_operations=bitfield(None)) for t in req.topics])

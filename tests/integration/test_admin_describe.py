@@ -193,3 +193,9 @@ def test_describe_topic_partitions_invalid_cursor(shared_broker, topics):
     r = dtp(shared_broker.bootstrap, [a, b], cursor=(a, -1))
     assert [(t.name, t.error_code) for t in r.topics] == [(a, ke.InvalidRequestError.errno),
                                                            (b, ke.InvalidRequestError.errno)]
+    # an empty name fails the whole request (Kafka: UNKNOWN_SERVER_ERROR)
+    r = dtp(shared_broker.bootstrap, ["", a])
+    assert [(t.name, t.error_code, t.partitions) for t in r.topics] == [("", -1, []), (a, -1, [])]
+    # a cursor beyond the topic's partitions: the topic, with none of them
+    r = dtp(shared_broker.bootstrap, [a], cursor=(a, 7))
+    assert (shape(r), cursor_of(r)) == ([(a, [])], None)
