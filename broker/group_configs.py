@@ -13,6 +13,7 @@ their type, and the bounded ones within the broker's `group.*.min.*` / `group.*.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -139,6 +140,7 @@ class GroupConfigStore:
         self.config = config
         self.path = Path(data_dir) / CONFIG_FILE
         self.overrides: dict[str, dict[str, str]] = {}
+        self.lock = asyncio.Lock()  # held by a request changing group configs (see `commit`)
         self._listeners: list[Callable[[str, dict[str, str]], None]] = []
 
     def load(self) -> None:
@@ -225,20 +227,48 @@ class GroupConfigStore:
                 raise ConfigRequestError(INVALID_REQUEST, f"Unknown operations type {op}")
         return props
 
-    def replace(self, group_id: str, props: Mapping[str, str], validate_only: bool = False) -> None:
-        """Make `props` the group's whole set of overrides: validate, persist, notify."""
+    def check(self, group_id: str, props: Mapping[str, str]) -> dict[str, str]:
+        """`props` as a group's whole set of overrides, validated (nothing changes)."""
         if not group_id:
             raise ConfigRequestError(INVALID_REQUEST, "Default group resources are not allowed.")
         props = dict(props)
         self.validate(props)
+        return props
+
+    def _snapshot(self, changes: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+        overrides = dict(self.overrides)
+        for group_id, props in changes.items():
+            if props:
+                overrides[group_id] = dict(props)
+            else:
+                overrides.pop(group_id, None)
+        return overrides
+
+    def _write(self, overrides: Mapping[str, Mapping[str, str]]) -> None:
+        atomic_write(self.path, json.dumps({"groups": overrides}, indent=1, sort_keys=True).encode())
+
+    def _applied(self, overrides: dict[str, dict[str, str]], changes: Mapping[str, Mapping[str, str]]) -> None:
+        self.overrides = overrides
+        for group_id, props in changes.items():
+            for listener in self._listeners:
+                listener(group_id, dict(props))
+
+    def replace(self, group_id: str, props: Mapping[str, str], validate_only: bool = False) -> None:
+        """Make `props` the group's whole set of overrides: validate, persist, notify (synchronous:
+        tests and tools; handlers use `commit`)."""
+        props = self.check(group_id, props)
         if validate_only:
             return
-        overrides = dict(self.overrides)
-        if props:
-            overrides[group_id] = props
-        else:
-            overrides.pop(group_id, None)
-        atomic_write(self.path, json.dumps({"groups": overrides}, indent=1, sort_keys=True).encode())
-        self.overrides = overrides
-        for listener in self._listeners:
-            listener(group_id, props)
+        overrides = self._snapshot({group_id: props})
+        self._write(overrides)
+        self._applied(overrides, {group_id: props})
+
+    async def commit(self, changes: Mapping[str, Mapping[str, str]]) -> None:
+        """Persist checked changes of several groups (one request) with one file write in a worker
+        thread, then make them current. Callers hold `lock` from reading the overrides they
+        changed until this returns, so concurrent requests never lose each other's changes."""
+        if not changes:
+            return
+        overrides = self._snapshot(changes)
+        await asyncio.to_thread(self._write, overrides)
+        self._applied(overrides, changes)

@@ -250,7 +250,8 @@ def _ops(configs) -> Iterable[tuple[str, int, str | None]]:
     return [(c.name, c.config_operation, c.value) for c in configs]
 
 
-def _incremental_one(state: BrokerState, r, validate_only: bool) -> tuple[int, str | None]:
+def _incremental_one(state: BrokerState, r, validate_only: bool,
+                     group_changes: dict[str, dict[str, str]]) -> tuple[int, str | None]:
     try:
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
@@ -259,7 +260,9 @@ def _incremental_one(state: BrokerState, r, validate_only: bool) -> tuple[int, s
             return 0, None
         if r.resource_type == GROUP_CONFIG:
             groups = state.group_configs
-            groups.replace(r.resource_name, groups.incremental(r.resource_name, _ops(r.configs)), validate_only)
+            props = groups.check(r.resource_name, groups.incremental(r.resource_name, _ops(r.configs)))
+            if not validate_only:
+                group_changes[r.resource_name] = props
             return 0, None
         info = state.catalog.get(r.resource_name)
         overrides = info.configs if info else {}
@@ -277,14 +280,18 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                                            req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     errors = _preprocess(req.resources, DELETE)
     out = []
-    for i, r in enumerate(req.resources):
-        code, msg = errors[i] if i in errors else _incremental_one(ctx.broker, r, req.validate_only)
-        out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+    group_changes: dict[str, dict[str, str]] = {}  # each resource appears once (preprocess)
+    async with ctx.broker.group_configs.lock:
+        for i, r in enumerate(req.resources):
+            code, msg = errors[i] if i in errors else _incremental_one(ctx.broker, r, req.validate_only, group_changes)
+            out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+        await ctx.broker.group_configs.commit(group_changes)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
-def _alter_one(state: BrokerState, r, validate_only: bool) -> tuple[int, str | None]:
+def _alter_one(state: BrokerState, r, validate_only: bool,
+               group_changes: dict[str, dict[str, str]]) -> tuple[int, str | None]:
     props = {c.name: c.value for c in r.configs}
     try:
         if r.resource_type == BROKER_CONFIG:
@@ -292,7 +299,9 @@ def _alter_one(state: BrokerState, r, validate_only: bool) -> tuple[int, str | N
             dynamic.replace(dynamic.check_resource_name(r.resource_name), props, validate_only)
             return 0, None
         if r.resource_type == GROUP_CONFIG:
-            state.group_configs.replace(r.resource_name, props, validate_only)
+            props = state.group_configs.check(r.resource_name, props)
+            if not validate_only:
+                group_changes[r.resource_name] = props
             return 0, None
     except ConfigRequestError as exc:
         return exc.code, str(exc)
@@ -303,8 +312,11 @@ def _alter_one(state: BrokerState, r, validate_only: bool) -> tuple[int, str | N
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     errors = _preprocess(req.resources, None)
     out = []
-    for i, r in enumerate(req.resources):
-        code, msg = errors[i] if i in errors else _alter_one(ctx.broker, r, req.validate_only)
-        out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+    group_changes: dict[str, dict[str, str]] = {}
+    async with ctx.broker.group_configs.lock:
+        for i, r in enumerate(req.resources):
+            code, msg = errors[i] if i in errors else _alter_one(ctx.broker, r, req.validate_only, group_changes)
+            out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+        await ctx.broker.group_configs.commit(group_changes)
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -332,6 +332,28 @@ def test_group_config_describe_set_delete(shared_broker):
     assert value().config_source == DEFAULT
 
 
+def test_group_configs_of_several_groups_in_one_request(shared_broker):
+    """Each resource gets its own answer; a refused one does not stop the others."""
+    bs = shared_broker.bootstrap
+    groups = [unique("cfg-many") for _ in range(3)]
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    values = ["50000", "1", "55000"]  # the second is below group.consumer.min.session.timeout.ms
+    req = IncrementalAlterConfigsRequest(validate_only=False, resources=[R(
+        resource_type=GROUP_RES, resource_name=g, configs=[R.AlterableConfig(
+            name="consumer.session.timeout.ms", config_operation=SET, value=v)]) for g, v in zip(groups, values)])
+    with RawClient(bs) as c:
+        res = c.request(req, 1, IncrementalAlterConfigsResponse).responses
+    assert [(r.resource_name, r.error_code) for r in res] == [
+        (groups[0], 0), (groups[1], ke.InvalidConfigurationError.errno), (groups[2], 0)]
+
+    def value(group: str) -> str:
+        (c,) = raw_describe(bs, GROUP_RES, group, ["consumer.session.timeout.ms"]).configs
+        return c.value
+    settle(lambda: [value(g) for g in groups] == ["50000", "45000", "55000"], "two groups changed")
+    for g in (groups[0], groups[2]):
+        assert raw_incremental(bs, GROUP_RES, g, [("consumer.session.timeout.ms", DELETE, None)]) == (0, None)
+
+
 def test_group_config_refusals(shared_broker):
     bs = shared_broker.bootstrap
     group = unique("cfg-group-bad")
