@@ -23,7 +23,15 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 
-from tests.helpers import RawClient, wait_broker_connections_closed, wait_until
+from tests.helpers import (
+    RawClient,
+    build_batch,
+    list_offset,
+    produce_raw,
+    wait_broker_connections_closed,
+    wait_topic_ready,
+    wait_until,
+)
 
 TIMEOUT = 30
 BROKER = ConfigResource.Type.BROKER
@@ -398,3 +406,27 @@ def test_dynamic_configs_survive_restart_and_kill(broker_factory, how):
     assert (group["consumer.session.timeout.ms"].value,
             group["consumer.session.timeout.ms"].config_source) == ("55000", GROUP_SOURCE)
     assert "Traceback" not in b.log_text()
+
+
+@pytest.mark.minikafka_only
+def test_retention_default_applies_to_running_topics(broker_factory):
+    """A dynamic log.retention.ms default reaches the open logs of topics without an override:
+    the next retention pass deletes their old segments; a topic with its own retention.ms keeps them."""
+    b = broker_factory({"log.retention.check.interval.ms": "300"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    plain, pinned = unique("ret-plain"), unique("ret-pinned")
+    small = {"segment.bytes": "1048576"}
+    for f in admin.create_topics([NewTopic(plain, 1, 1, config=small),
+                                  NewTopic(pinned, 1, 1, config={**small, "retention.ms": "-1"})]).values():
+        f.result(timeout=TIMEOUT)
+    for t in (plain, pinned):
+        wait_topic_ready(b.bootstrap, t, 1)
+        with RawClient(b.bootstrap) as c:
+            for _ in range(4):  # a segment each (900 kB batches, 1 MiB segments)
+                assert produce_raw(c, t, build_batch([b"x" * 100_000] * 9)).error_code == 0
+    assert list_offset(b.bootstrap, plain, timestamp=-2) == (0, 0)
+    time.sleep(0.5)
+    alter(b.bootstrap, "", **{"log.retention.ms": "100"})
+    wait_until(lambda: list_offset(b.bootstrap, plain, timestamp=-2)[1] > 0, timeout=TIMEOUT,
+               what="old segments of the topic without an override deleted")
+    assert list_offset(b.bootstrap, pinned, timestamp=-2) == (0, 0)
