@@ -113,7 +113,9 @@ def test_kafka_topics_describe(shared_broker):
     tool("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", topic, "--partitions", "3",
          "--replication-factor", "1", "--config", "retention.ms=123456")
     wait_topic_ready(bs, topic, 3)
-    out = tool("kafka-topics", "--bootstrap-server", bs, "--describe", "--topic", topic)
+    # one partition per response: the Java client follows DescribeTopicPartitions' next_cursor
+    out = tool("kafka-topics", "--bootstrap-server", bs, "--describe", "--topic", topic,
+               "--partition-size-limit-per-response", "1")
     assert re.search(rf"Topic: {topic}\s+TopicId: \S+\s+PartitionCount: 3\s+ReplicationFactor: 1\s+"
                      r"Configs: .*retention\.ms=123456", out), out
     rows = re.findall(rf"Topic: {topic}\s+Partition: (\d+)\s+Leader: 1\s+Replicas: 1\s+Isr: 1\s+"
