@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+import re
+
 import kafka.errors as ke
 from kafka.protocol.admin import (
     AlterConfigsRequest,
@@ -61,6 +63,7 @@ TOPIC_BROKER_SYNONYMS = {
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
 }
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 INVALID_REQUEST = ke.InvalidRequestError.errno
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -136,6 +139,20 @@ def _entries(entries: list[ConfigEntry]) -> list[Entry]:
                   config_type=e.config_type, documentation=None) for e in entries]
 
 
+def _topic_name_error(name: str) -> str | None:
+    """Kafka's Topic.validate message for an illegal name, else None."""
+    if not name:
+        return "Topic name is invalid: the empty string is not allowed"
+    if name in (".", ".."):
+        return f"Topic name is invalid: '{name}' is not allowed"
+    if len(name) > 249:
+        return f"Topic name is invalid: the length of '{name}' is longer than the max allowed length 249"
+    if not _LEGAL_TOPIC.match(name):
+        return (f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
+                "'.', '_' and '-'")
+    return None
+
+
 def _error_result(r, code: int, message: str | None) -> Result:
     return Result(error_code=code, error_message=message, resource_type=r.resource_type,
                   resource_name=r.resource_name, configs=[])
@@ -145,9 +162,12 @@ def _describe_one(state: BrokerState, r, synonyms: bool) -> Result:
     keys = list(r.configuration_keys) if r.configuration_keys is not None else None
     try:
         if r.resource_type == TOPIC_CONFIG:
+            invalid = _topic_name_error(r.resource_name)
+            if invalid is not None:
+                return _error_result(r, ke.InvalidTopicError.errno, invalid)
             info = state.catalog.get(r.resource_name)
             if info is None:
-                return _error_result(r, ke.UnknownTopicOrPartitionError.errno, None)
+                return _error_result(r, ke.UnknownTopicOrPartitionError.errno, "")
             entries = describe_topic_configs(state, info.configs, keys, synonyms)
         elif r.resource_type == BROKER_CONFIG:
             per_broker = r.resource_name not in ("", None) and _broker_id(state, r.resource_name)
@@ -160,7 +180,8 @@ def _describe_one(state: BrokerState, r, synonyms: bool) -> Result:
             return _error_result(r, INVALID_REQUEST, f"Unsupported resource type: {r.resource_type}")
     except ConfigRequestError as exc:
         return _error_result(r, exc.code, str(exc))
-    return Result(error_code=0, error_message=None, resource_type=r.resource_type, resource_name=r.resource_name,
+    # Kafka leaves the message at the schema default, "", unless it has one
+    return Result(error_code=0, error_message="", resource_type=r.resource_type, resource_name=r.resource_name,
                   configs=_entries(entries))
 
 

@@ -199,3 +199,19 @@ def test_describe_topic_partitions_invalid_cursor(shared_broker, topics):
     # a cursor beyond the topic's partitions: the topic, with none of them
     r = dtp(shared_broker.bootstrap, [a], cursor=(a, 7))
     assert (shape(r), cursor_of(r)) == ([(a, [])], None)
+
+
+# --- DescribeConfigs of topics: name errors ----------------------------------------------------
+def test_describe_configs_topic_name_errors(shared_broker):
+    from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    names = ["bad name!", "", f"no-such-{uuid.uuid4().hex[:8]}"]
+    req = DescribeConfigsRequest(resources=[R(resource_type=2, resource_name=n, configuration_keys=None) for n in names],
+                                 include_synonyms=False, include_documentation=False)
+    with RawClient(shared_broker.bootstrap) as c:
+        res = c.request(req, 4, DescribeConfigsResponse).results
+    assert [(r.resource_name, r.error_code, r.error_message, r.configs) for r in res] == [
+        ("bad name!", ke.InvalidTopicError.errno, "Topic name is invalid: 'bad name!' contains one or more characters "
+                                                  "other than ASCII alphanumerics, '.', '_' and '-'", []),
+        ("", ke.InvalidTopicError.errno, "Topic name is invalid: the empty string is not allowed", []),
+        (names[2], ke.UnknownTopicOrPartitionError.errno, "", [])]
