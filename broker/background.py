@@ -46,12 +46,12 @@ async def _offsets_retention_loop(state: BrokerState) -> None:
 async def _log_cleaner_loop(state: BrokerState) -> None:
     """Kafka's LogCleaner: every log.cleaner.backoff.ms, clean the compacted partitions that are due,
     dirtiest first; the rewriting runs in a worker thread, the swap on the event loop."""
-    interval = int(state.config.get("log.cleaner.backoff.ms")) / 1000
     checkpoints: dict = {}
     stopping = threading.Event()
     try:
         while True:
-            await asyncio.sleep(interval)
+            # read each time: a dynamic broker config may change it
+            await asyncio.sleep(int(state.config.get("log.cleaner.backoff.ms")) / 1000)
             try:
                 if not checkpoints:  # the cleaner's code loads with its first pass, not at start-up
                     from ..storage import compaction

@@ -90,6 +90,15 @@ DEFAULTS: dict[str, str] = {
     "log.cleaner.delete.retention.ms": "86400000",
     "log.cleaner.min.cleanable.ratio": "0.5",
     "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": str(2**63 - 1),
+    "log.segment.delete.delay.ms": "60000",
+    # topic defaults minikafka accepts and reports (topic: compression.type, min.insync.replicas,
+    # segment.index.bytes, preallocate, unclean.leader.election.enable) but does not act on
+    "compression.type": "producer",
+    "min.insync.replicas": "1",
+    "log.index.size.max.bytes": "10485760",
+    "log.preallocate": "false",
+    "unclean.leader.election.enable": "false",
     "log.cleaner.threads": "1",
     "producer.id.expiration.ms": "86400000",
 }
@@ -100,7 +109,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
-    "min.insync.replicas", "unclean.leader.election.enable", "broker.rack",
+    "broker.rack",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
 })
 
@@ -154,12 +163,19 @@ def parse_listeners(spec: str) -> list[Listener]:
 
 
 class BrokerConfig:
-    """Resolved broker configuration; `props` holds the effective string values by Kafka key."""
+    """Resolved broker configuration; `props` holds the effective string values by Kafka key.
 
-    def __init__(self, props: Mapping[str, str]):
+    `static_props` are the values given at start (file, env, --override): Kafka's
+    STATIC_BROKER_CONFIG layer. Dynamic broker configs (broker/dynamic_config.py) are laid over them
+    by `reconfigure`, which replaces `props` and every attribute derived from it in place, so that
+    code reading `config.<attr>` or `config.get(key)` when it acts sees the current value.
+    """
+
+    def __init__(self, props: Mapping[str, str], *, warn_unknown: bool = True):
+        self.static_props: dict[str, str] = dict(props)
         self.props: dict[str, str] = dict(DEFAULTS)
         for key, value in props.items():
-            if key not in DEFAULTS and key not in IGNORED_KAFKA_KEYS:
+            if warn_unknown and key not in DEFAULTS and key not in IGNORED_KAFKA_KEYS:
                 log.warning("unknown config key %r ignored", key)
             self.props[key] = value
         try:
@@ -199,6 +215,16 @@ class BrokerConfig:
     def get(self, key: str) -> str:
         return self.props.get(key, "")
 
+    def reconfigure(self, effective: Mapping[str, str]) -> None:
+        """Take `effective` (static props with the dynamic layers applied) as the current config.
+        Validated completely before anything changes: raises ConfigError and leaves `self` as it
+        was. Only dynamic keys differ from the static props (broker/dynamic_config.py refuses the
+        others), so listeners, node id and log dirs never change here."""
+        candidate = BrokerConfig(effective, warn_unknown=False)
+        static = self.static_props
+        self.__dict__.update(candidate.__dict__)
+        self.static_props = static
+
     def get_bool(self, key: str) -> bool:
         value = self.get(key).lower()
         if value not in ("true", "false"):
@@ -226,6 +252,13 @@ class BrokerConfig:
             "delete.retention.ms": self.get("log.cleaner.delete.retention.ms"),
             "min.cleanable.dirty.ratio": self.get("log.cleaner.min.cleanable.ratio"),
             "min.compaction.lag.ms": self.get("log.cleaner.min.compaction.lag.ms"),
+            "max.compaction.lag.ms": self.get("log.cleaner.max.compaction.lag.ms"),
+            "file.delete.delay.ms": self.get("log.segment.delete.delay.ms"),
+            "compression.type": self.get("compression.type"),
+            "min.insync.replicas": self.get("min.insync.replicas"),
+            "segment.index.bytes": self.get("log.index.size.max.bytes"),
+            "preallocate": self.get("log.preallocate"),
+            "unclean.leader.election.enable": self.get("unclean.leader.election.enable"),
             "message.timestamp.type": self.get("log.message.timestamp.type"),
             "message.timestamp.before.max.ms": self.get("log.message.timestamp.before.max.ms"),
             "message.timestamp.after.max.ms": self.get("log.message.timestamp.after.max.ms"),

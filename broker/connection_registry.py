@@ -59,6 +59,12 @@ class ConnectionRegistry:
                    max_connections=cfg.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
                    idle_ms=cfg.connections_max_idle_ms, read_timeout_ms=cfg.request_read_timeout_ms)
 
+    def set_limits(self, max_connections: int, max_connections_per_ip: int) -> None:
+        """New limits (dynamic broker config): they apply to connections accepted from now on."""
+        self.configured_max_connections = max_connections
+        self.max_connections = min(max_connections, _fd_bound())
+        self.max_connections_per_ip = max_connections_per_ip
+
     def factory(self, state: "BrokerState | None", listener: str,
                 cls: type[Connection] = Connection) -> Callable[[], Connection]:
         return lambda: cls(self, state, listener)

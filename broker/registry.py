@@ -65,6 +65,7 @@ API_TABLE: dict[int, ApiEntry] = {
     61: ApiEntry("describe_producers", 0, 0),
     65: ApiEntry("describe_transactions", 0, 0),
     66: ApiEntry("list_transactions", 0, 2),
+    75: ApiEntry("describe_topic_partitions", 0, 0),
 }
 
 # imported before the listeners open: what a client's first requests need

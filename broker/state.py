@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from ..storage.log_manager import LogManager
 from .append_notifier import AppendNotifier
 from .config import BrokerConfig, Listener
+from .dynamic_config import DynamicBrokerConfig
+from .group_configs import GroupConfigStore
 from .meta_properties import ensure_meta
 from .memory_pool import MemoryPool, pool_capacity
 from .topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
@@ -38,6 +40,12 @@ class BrokerState:
         self.config = config
         self.node_id = config.node_id
         self.cluster_id = ensure_meta(config.log_dirs, config.node_id, config.get("cluster.id"))
+        # dynamic broker configs are laid over the static ones before anything reads them
+        self.dynamic_config = DynamicBrokerConfig(config, config.log_dirs[0])
+        self.dynamic_config.load()
+        self.dynamic_config.on_change(self._config_changed)
+        self.group_configs = GroupConfigStore(config, config.log_dirs[0])
+        self.group_configs.load()
         self.notifier = AppendNotifier()
         self.logs = LogManager(config.log_dirs, config.log_config)
         max_partitions = config.get("minikafka.max.partitions")
@@ -57,6 +65,14 @@ class BrokerState:
         # runs, its broker.connection_registry.ConnectionRegistry (open connections, limits, counters)
         self.memory_pool = MemoryPool(pool_capacity(config.queued_max_request_bytes))
         self.connections = None
+
+    def _config_changed(self, config: BrokerConfig) -> None:
+        """A dynamic broker config changed (`config` already updated): topics without their own
+        override get the new log defaults at once; the connection limits apply to new connections."""
+        self.logs.default_config = config.log_config
+        self.catalog.set_default_config(config.log_config)
+        if self.connections is not None:
+            self.connections.set_limits(config.max_connections, config.max_connections_per_ip)
 
     # -- coordinators, built on first use -------------------------------------------------------
     @property

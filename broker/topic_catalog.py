@@ -367,6 +367,21 @@ class TopicCatalog:
             if plog is not None:
                 plog.update_config(config)
 
+    def set_default_config(self, default_config: LogConfig) -> None:
+        """New broker-level defaults (a dynamic broker config changed): every open log gets its
+        topic's overrides over them at once; unopened ones get them when opened (`_adopt`). The
+        work is one dataclass per open partition (no I/O)."""
+        self._default_config = default_config
+        configs: dict[str, LogConfig] = {}
+        for plog in self._logs.logs():
+            info = self.topics.get(plog.topic)
+            if info is None:
+                continue
+            config = configs.get(info.name)
+            if config is None:
+                config = configs[info.name] = self.log_config(info)
+            plog.update_config(config)
+
     # -- changes off the event loop ------------------------------------------------------------
     async def create_async(self, name: str, partitions: int, replication_factor: int = 1,
                            configs: Mapping[str, str] | None = None, internal: bool = False, *,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
+from ..authorized_operations import CLUSTER_OPERATIONS
 from ..context import RequestContext
 from ..registry import handles
 
@@ -21,6 +22,7 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
                                        cluster_id=state.cluster_id, controller_id=-1, brokers=[])
     broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=state.node_id, host=adv.host, port=adv.port,
                                                            rack=None, is_fenced=False)
+    ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else None
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                    endpoint_type=endpoint_type, cluster_id=state.cluster_id,
-                                   controller_id=state.node_id, brokers=[broker])
+                                   controller_id=state.node_id, brokers=[broker], authorized_operations=ops)

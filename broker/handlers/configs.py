@@ -1,7 +1,15 @@
-"""DescribeConfigs, IncrementalAlterConfigs, AlterConfigs for topics (broker configs are read-only)."""
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC, BROKER and GROUP resources.
+
+BROKER resources are the dynamic broker configs (broker/dynamic_config.py): "" is the cluster-wide
+default, our node id the per-broker layer. GROUP resources are the group configs
+(broker/group_configs.py). Sources and synonyms are reported as Kafka's ConfigHelper does.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
+
+import re
 
 import kafka.errors as ke
 from kafka.protocol.admin import (
@@ -15,24 +23,47 @@ from kafka.protocol.admin import (
 
 from ...storage.log_config import LogConfig
 from ..context import RequestContext
+from ..dynamic_config import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
 from ..errors import error_code, error_message
+from ..kafka_broker_keys import TYPE_IDS, config_type_id
 from ..registry import handles
 from ..state import BrokerState
 
 TOPIC_CONFIG = 2
 BROKER_CONFIG = 4
-# DescribeConfigsResponse.ConfigSource
+GROUP_CONFIG = 32
 SOURCE_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 # ConfigType
-TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST, TYPE_BOOLEAN = 2, 3, 5, 7, 1
+TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST, TYPE_BOOLEAN, TYPE_DOUBLE = 2, 3, 5, 7, 1, 6
 _TYPES = {"segment.bytes": TYPE_INT, "max.message.bytes": TYPE_INT, "index.interval.bytes": TYPE_INT,
           "segment.ms": TYPE_LONG, "retention.ms": TYPE_LONG, "retention.bytes": TYPE_LONG,
           "flush.messages": TYPE_LONG, "flush.ms": TYPE_LONG, "segment.jitter.ms": TYPE_LONG,
           "file.delete.delay.ms": TYPE_LONG, "cleanup.policy": TYPE_LIST,
-          "message.timestamp.type": TYPE_STRING}
+          "message.timestamp.type": TYPE_STRING, "compression.type": TYPE_STRING,
+          "delete.retention.ms": TYPE_LONG, "min.compaction.lag.ms": TYPE_LONG, "max.compaction.lag.ms": TYPE_LONG,
+          "min.cleanable.dirty.ratio": TYPE_DOUBLE, "min.insync.replicas": TYPE_INT,
+          "segment.index.bytes": TYPE_INT, "preallocate": TYPE_BOOLEAN, "unclean.leader.election.enable": TYPE_BOOLEAN,
+          "message.timestamp.difference.max.ms": TYPE_LONG, "message.timestamp.before.max.ms": TYPE_LONG,
+          "message.timestamp.after.max.ms": TYPE_LONG}
+# Kafka's ServerTopicConfigSynonyms: the broker config that is a topic config's default
+TOPIC_BROKER_SYNONYMS = {
+    "segment.bytes": "log.segment.bytes", "segment.ms": "log.roll.ms", "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.index.bytes": "log.index.size.max.bytes", "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms", "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms", "max.message.bytes": "message.max.bytes",
+    "index.interval.bytes": "log.index.interval.bytes", "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms", "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio", "cleanup.policy": "log.cleanup.policy",
+    "unclean.leader.election.enable": "unclean.leader.election.enable", "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type", "preallocate": "log.preallocate",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 INVALID_REQUEST = ke.InvalidRequestError.errno
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -47,54 +78,123 @@ class ConfigEntry:
     read_only: bool
     config_source: int
     synonyms: list[tuple[str, str | None, int]]
+    config_type: int = TYPE_STRING
+    sensitive: bool = False
 
 
 def describe_topic_configs(state: BrokerState, overrides: dict[str, str], keys: list[str] | None,
                            synonyms: bool) -> list[ConfigEntry]:
+    """Kafka's createTopicConfigEntry: the topic override first, then the broker synonyms by layer."""
     effective = LogConfig.from_props(overrides, state.config.log_config).to_props()
-    defaults = state.config.log_config.to_props()
+    dynamic = state.dynamic_config
     out = []
     for name in sorted(effective):
-        if keys is not None and name not in keys:
+        if keys and name not in keys:
             continue
-        source = SOURCE_TOPIC if name in overrides else SOURCE_DEFAULT
-        syn: list[tuple[str, str | None, int]] = []
-        if synonyms:
-            if name in overrides:
-                syn.append((name, overrides[name], SOURCE_TOPIC))
-            syn.append((name, defaults.get(name), SOURCE_DEFAULT))
-        out.append(ConfigEntry(name, effective[name], False, source, syn))
+        broker_name = TOPIC_BROKER_SYNONYMS.get(name)
+        syn = dynamic.synonyms(broker_name) if broker_name else []
+        if name in overrides:
+            syn.insert(0, (name, effective[name], SOURCE_TOPIC))
+        source = syn[0][2] if syn else SOURCE_DEFAULT
+        out.append(ConfigEntry(name, effective[name], False, source, syn if synonyms else [],
+                               _TYPES.get(name, TYPE_STRING)))
     return out
+
+
+def describe_broker_configs(state: BrokerState, per_broker: bool, keys: list[str] | None,
+                            synonyms: bool) -> list[ConfigEntry]:
+    """Kafka's createBrokerConfigEntry. The default resource lists the cluster-default layer only
+    (its synonyms from that layer only); the per-broker resource lists every config with its
+    current value (None where unset) and the synonyms of all layers."""
+    dynamic = state.dynamic_config
+    if per_broker:
+        values = {k: (v if v != "" else None) for k, v in state.config.props.items()}
+    else:
+        values = dict(dynamic.cluster_default)
+    out = []
+    for name in sorted(values):
+        if keys and name not in keys:
+            continue
+        syn = dynamic.synonyms(name, default_only=not per_broker)
+        source = syn[0][2] if syn else SOURCE_DEFAULT
+        kind = config_type_id(name)
+        sensitive = is_sensitive(name)  # passwords and custom configs: no value shown (as Kafka)
+        value = None if sensitive else values[name]
+        if sensitive:
+            syn = [(n, None, s) for n, _v, s in syn]
+        out.append(ConfigEntry(name, value, is_read_only(name), source, syn if synonyms else [], kind, sensitive))
+    return out
+
+
+def describe_group_configs(state: BrokerState, group_id: str, keys: list[str] | None,
+                           synonyms: bool) -> list[ConfigEntry]:
+    """Kafka's createGroupConfigEntry: GROUP_CONFIG if the group overrides it, else DEFAULT_CONFIG."""
+    return [ConfigEntry(name, value, False, source, syn if synonyms else [], TYPE_IDS.get(kind, 0))
+            for name, value, source, kind, syn in state.group_configs.describe(group_id) if not keys or name in keys]
 
 
 def _entries(entries: list[ConfigEntry]) -> list[Entry]:
     return [Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
-                  is_sensitive=False, synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
-                  config_type=_TYPES.get(e.name, TYPE_STRING), documentation=None) for e in entries]
+                  is_sensitive=e.sensitive, synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
+                  config_type=e.config_type, documentation=None) for e in entries]
+
+
+def _topic_name_error(name: str) -> str | None:
+    """Kafka's Topic.validate message for an illegal name, else None."""
+    if not name:
+        return "Topic name is invalid: the empty string is not allowed"
+    if name in (".", ".."):
+        return f"Topic name is invalid: '{name}' is not allowed"
+    if len(name) > 249:
+        return f"Topic name is invalid: the length of '{name}' is longer than the max allowed length 249"
+    if not _LEGAL_TOPIC.match(name):
+        return (f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
+                "'.', '_' and '-'")
+    return None
+
+
+def _error_result(r, code: int, message: str | None) -> Result:
+    return Result(error_code=code, error_message=message, resource_type=r.resource_type,
+                  resource_name=r.resource_name, configs=[])
 
 
 def _describe_one(state: BrokerState, r, synonyms: bool) -> Result:
     keys = list(r.configuration_keys) if r.configuration_keys is not None else None
-    if r.resource_type == TOPIC_CONFIG:
-        info = state.catalog.get(r.resource_name)
-        if info is None:
-            return Result(error_code=ke.UnknownTopicOrPartitionError.errno,
-                          error_message=f"Topic {r.resource_name} does not exist", resource_type=r.resource_type,
-                          resource_name=r.resource_name, configs=[])
-        entries = describe_topic_configs(state, info.configs, keys, synonyms)
-    elif r.resource_type == BROKER_CONFIG:
-        if r.resource_name not in ("", str(state.node_id)):
-            return Result(error_code=INVALID_REQUEST, error_message=f"Unexpected broker id {r.resource_name}",
-                          resource_type=r.resource_type, resource_name=r.resource_name, configs=[])
-        from ..config import DEFAULTS
-        entries = [ConfigEntry(k, v, True, SOURCE_DEFAULT if DEFAULTS.get(k) == v else SOURCE_STATIC_BROKER,
-                               [(k, v, SOURCE_STATIC_BROKER)] if synonyms else [])
-                   for k, v in sorted(state.config.props.items()) if keys is None or k in keys]
-    else:
-        return Result(error_code=INVALID_REQUEST, error_message=f"Unsupported resource type {r.resource_type}",
-                      resource_type=r.resource_type, resource_name=r.resource_name, configs=[])
-    return Result(error_code=0, error_message=None, resource_type=r.resource_type, resource_name=r.resource_name,
+    try:
+        if r.resource_type == TOPIC_CONFIG:
+            invalid = _topic_name_error(r.resource_name)
+            if invalid is not None:
+                return _error_result(r, ke.InvalidTopicError.errno, invalid)
+            info = state.catalog.get(r.resource_name)
+            if info is None:
+                return _error_result(r, ke.UnknownTopicOrPartitionError.errno, "")
+            entries = describe_topic_configs(state, info.configs, keys, synonyms)
+        elif r.resource_type == BROKER_CONFIG:
+            per_broker = r.resource_name not in ("", None) and _broker_id(state, r.resource_name)
+            entries = describe_broker_configs(state, per_broker, keys, synonyms)
+        elif r.resource_type == GROUP_CONFIG:
+            if not r.resource_name:
+                return _error_result(r, INVALID_REQUEST, "Group name must not be empty")
+            entries = describe_group_configs(state, r.resource_name, keys, synonyms)
+        else:
+            return _error_result(r, INVALID_REQUEST, f"Unsupported resource type: {r.resource_type}")
+    except ConfigRequestError as exc:
+        return _error_result(r, exc.code, str(exc))
+    # Kafka leaves the message at the schema default, "", unless it has one
+    return Result(error_code=0, error_message="", resource_type=r.resource_type, resource_name=r.resource_name,
                   configs=_entries(entries))
+
+
+def _broker_id(state: BrokerState, name: str) -> bool:
+    """DescribeConfigs of BROKER <name>: must be our node id (Kafka's messages)."""
+    try:
+        node = int(name)
+    except ValueError:
+        raise ConfigRequestError(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+    if node != state.node_id:
+        raise ConfigRequestError(INVALID_REQUEST,
+                                 f"Unexpected broker id, expected {state.node_id} or empty string, but received {name}")
+    return True
 
 
 @handles(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4)
@@ -103,13 +203,12 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
                                    results=[_describe_one(ctx.broker, r, req.include_synonyms) for r in req.resources])
 
 
+# -- alter --------------------------------------------------------------------------------------
 def _apply_incremental(current: dict[str, str], effective: dict[str, str], changes) -> dict[str, str]:
-    """New overrides after SET/DELETE/APPEND/SUBTRACT; list ops start from the effective value (as Kafka)."""
+    """New topic overrides after SET/DELETE/APPEND/SUBTRACT; list ops start from the effective value (as Kafka)."""
     updated = dict(current)
     for c in changes:
         if c.config_operation == SET:
-            if c.value is None:
-                raise ValueError(f"Null value not supported for {c.name}")
             updated[c.name] = c.value
         elif c.config_operation == DELETE:
             updated.pop(c.name, None)
@@ -125,7 +224,7 @@ def _apply_incremental(current: dict[str, str], effective: dict[str, str], chang
                 items = [x for x in items if x not in values]
             updated[c.name] = ",".join(items)
         else:
-            raise ValueError(f"Unknown config operation {c.config_operation}")
+            raise ConfigRequestError(INVALID_REQUEST, f"Unknown operations type {c.config_operation}")
     return updated
 
 
@@ -141,45 +240,104 @@ def _alter_topic(state: BrokerState, name: str, new_configs: dict[str, str], val
     return 0, None
 
 
-def _not_topic(r) -> tuple[int, str]:
-    if r.resource_type == BROKER_CONFIG:
-        return INVALID_REQUEST, "minikafka broker configs are static; set them in server.properties"
-    return INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
+def _preprocess(resources, null_allowed_op: int | None) -> dict[int, tuple[int, str]]:
+    """Kafka's ConfigAdminManager.preprocess: errors by resource index for a resource given twice,
+    duplicate config names, or null values (except for `null_allowed_op`, DELETE)."""
+    errors: dict[int, tuple[int, str]] = {}
+    seen: dict[tuple[int, str], int] = {}
+    for i, r in enumerate(resources):
+        key = (r.resource_type, r.resource_name)
+        if key in seen:
+            for j in (seen[key], i):
+                errors[j] = (INVALID_REQUEST, "Each resource must appear at most once.")
+        seen[key] = i
+    for i, r in enumerate(resources):
+        if i in errors:
+            continue
+        names = [c.name for c in r.configs]
+        if len(set(names)) != len(names):
+            errors[i] = (INVALID_REQUEST, "Error due to duplicate config keys")
+            continue
+        nulls = [c.name for c in r.configs if c.value is None
+                 and (null_allowed_op is None or c.config_operation != null_allowed_op)]
+        if nulls:
+            errors[i] = (INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+        elif r.resource_type not in (TOPIC_CONFIG, BROKER_CONFIG, GROUP_CONFIG):
+            errors[i] = (INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
+    return errors
+
+
+def _ops(configs) -> Iterable[tuple[str, int, str | None]]:
+    return [(c.name, c.config_operation, c.value) for c in configs]
+
+
+def _incremental_one(state: BrokerState, r, validate_only: bool,
+                     group_changes: dict[str, dict[str, str]]) -> tuple[int, str | None]:
+    try:
+        if r.resource_type == BROKER_CONFIG:
+            dynamic = state.dynamic_config
+            per_broker = dynamic.check_resource_name(r.resource_name)
+            dynamic.replace(per_broker, dynamic.incremental(per_broker, _ops(r.configs)), validate_only)
+            return 0, None
+        if r.resource_type == GROUP_CONFIG:
+            groups = state.group_configs
+            props = groups.check(r.resource_name, groups.incremental(r.resource_name, _ops(r.configs)))
+            if not validate_only:
+                group_changes[r.resource_name] = props
+            return 0, None
+        info = state.catalog.get(r.resource_name)
+        overrides = info.configs if info else {}
+        effective = LogConfig.from_props(overrides, state.config.log_config).to_props()
+        updated = _apply_incremental(overrides, effective, r.configs)
+        return _alter_topic(state, r.resource_name, updated, validate_only)
+    except ConfigRequestError as exc:
+        return exc.code, str(exc)
+    except ValueError as exc:
+        return ke.InvalidConfigurationError.errno, str(exc)
 
 
 @handles(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1)
 async def handle_incremental_alter_configs(ctx: RequestContext,
                                            req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    state = ctx.broker
+    errors = _preprocess(req.resources, DELETE)
     out = []
-    for r in req.resources:
-        if r.resource_type != TOPIC_CONFIG:
-            code, msg = _not_topic(r)
-        else:
-            info = state.catalog.get(r.resource_name)
-            try:
-                overrides = info.configs if info else {}
-                effective = LogConfig.from_props(overrides, state.config.log_config).to_props()
-                updated = _apply_incremental(overrides, effective, r.configs)
-                code, msg = _alter_topic(state, r.resource_name, updated, req.validate_only)
-            except ValueError as exc:
-                code, msg = ke.InvalidConfigurationError.errno, str(exc)
-        out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+    group_changes: dict[str, dict[str, str]] = {}  # each resource appears once (preprocess)
+    async with ctx.broker.group_configs.lock:
+        for i, r in enumerate(req.resources):
+            code, msg = errors[i] if i in errors else _incremental_one(ctx.broker, r, req.validate_only, group_changes)
+            out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+        await ctx.broker.group_configs.commit(group_changes)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+def _alter_one(state: BrokerState, r, validate_only: bool,
+               group_changes: dict[str, dict[str, str]]) -> tuple[int, str | None]:
+    props = {c.name: c.value for c in r.configs}
+    try:
+        if r.resource_type == BROKER_CONFIG:
+            dynamic = state.dynamic_config
+            dynamic.replace(dynamic.check_resource_name(r.resource_name), props, validate_only)
+            return 0, None
+        if r.resource_type == GROUP_CONFIG:
+            props = state.group_configs.check(r.resource_name, props)
+            if not validate_only:
+                group_changes[r.resource_name] = props
+            return 0, None
+    except ConfigRequestError as exc:
+        return exc.code, str(exc)
+    return _alter_topic(state, r.resource_name, props, validate_only)
 
 
 @handles(AlterConfigsRequest, AlterConfigsResponse, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    errors = _preprocess(req.resources, None)
     out = []
-    for r in req.resources:
-        if r.resource_type != TOPIC_CONFIG:
-            code, msg = _not_topic(r)
-        elif any(c.value is None for c in r.configs):
-            code, msg = ke.InvalidConfigurationError.errno, "Null value not supported for topic configs"
-        else:
-            code, msg = _alter_topic(ctx.broker, r.resource_name, {c.name: c.value for c in r.configs},
-                                     req.validate_only)
-        out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+    group_changes: dict[str, dict[str, str]] = {}
+    async with ctx.broker.group_configs.lock:
+        for i, r in enumerate(req.resources):
+            code, msg = errors[i] if i in errors else _alter_one(ctx.broker, r, req.validate_only, group_changes)
+            out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+        await ctx.broker.group_configs.commit(group_changes)
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -4,14 +4,13 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
 from ...coordinator.group_metadata import GroupError
+from ..authorized_operations import GROUP_OPERATIONS
 from ..context import RequestContext
 from ..registry import handles
 
 DescribedGroup = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribedGroup.DescribedGroupMember
 GROUP_ID_NOT_FOUND = 69
-# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka reports for a group without ACLs
-GROUP_OPERATIONS = {3, 6, 8, 10, 11}
 
 
 @handles(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
@@ -33,7 +32,7 @@ async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
             out.append(DescribedGroup(error_code=GROUP_ID_NOT_FOUND if missing else 0,
                                       error_message=f"Group {group_id} not found." if missing else None,
                                       group_id=group_id, group_state="Dead", protocol_type="", protocol_data="",
-                                      members=[], authorized_operations=ops))
+                                      members=[], authorized_operations=None if missing else ops))
             continue
         out.append(DescribedGroup(
             error_code=0, error_message=None, group_id=d.group_id, group_state=d.state,

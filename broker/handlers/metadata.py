@@ -4,6 +4,7 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from ..authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from ..context import RequestContext
 from ..registry import handles
 from ..state import BrokerState
@@ -65,8 +66,12 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                               else error_entry(ke.UnknownTopicIdError.errno, None, t.topic_id))
             else:
                 topics.append(await resolve(state, t.name, auto_create))
+    if v >= 8 and req.include_topic_authorized_operations:
+        for t in topics:  # every topic of the answer, errors included (as Kafka)
+            t.authorized_operations = TOPIC_OPERATIONS
+    cluster_ops = CLUSTER_OPERATIONS if 8 <= v <= 10 and req.include_cluster_authorized_operations else None
     adv = state.advertised_for(ctx.listener)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=state.node_id, host=adv.host, port=adv.port,
                                                         rack=None)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
-                            controller_id=state.node_id, topics=topics)
+                            controller_id=state.node_id, topics=topics, authorized_operations=cluster_ops)
