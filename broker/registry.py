@@ -61,6 +61,7 @@ API_TABLE: dict[int, ApiEntry] = {
     42: ApiEntry("delete_groups", 0, 2),
     44: ApiEntry("configs", 0, 1),  # IncrementalAlterConfigs
     47: ApiEntry("offset_delete", 0, 0),
+    57: ApiEntry("update_features", 0, 2),
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     61: ApiEntry("describe_producers", 0, 0),
     65: ApiEntry("describe_transactions", 0, 0),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ..storage.log_manager import LogManager
 from .append_notifier import AppendNotifier
 from .config import BrokerConfig, Listener
+from .features import FEATURES_FILE, FeatureState
 from .meta_properties import ensure_meta
 from .memory_pool import MemoryPool, pool_capacity
 from .topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
@@ -45,6 +46,8 @@ class BrokerState:
                                     max_partitions_per_request=int(config.get("minikafka.max.partitions.per.request")
                                                                    or DEFAULT_MAX_PARTITIONS_PER_REQUEST),
                                     max_partitions=int(max_partitions) if max_partitions else None)
+        # finalized feature levels (transaction.version, group.version, ...): a small file, read now
+        self.features = FeatureState(config.log_dirs[0] / FEATURES_FILE, config.node_id)
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
