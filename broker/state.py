@@ -89,7 +89,8 @@ class BrokerState:
             from ..coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
             from .errors import error_code
             self._txns = TransactionCoordinator(TxnConfig.from_props(self.config.get), self.catalog,
-                                                self.producer_ids.next_id, error_code)
+                                                self.producer_ids.next_id, error_code,
+                                                transaction_version=lambda: self.features.transaction_version)
             # a COMMIT/ABORT marker in a group's __consumer_offsets partition settles the producer's
             # transactional offset commits
             self._txns.markers.add_listener(OFFSETS_TOPIC,

@@ -68,6 +68,7 @@ def test_api_versions_reports_supported_and_finalized_features(broker):
     assert all(f.min_version > 0 for f in v3.supported_features)
     assert {f.name: f.max_version_level for f in v3.finalized_features} == fin
     assert v3.finalized_features_epoch == epoch
+    assert {k.api_key: k.max_version for k in v4.api_keys if k.api_key in (26, 28)} == {26: 5, 28: 5}
 
 
 @pytest.mark.parametrize("level, kind, reason", [
