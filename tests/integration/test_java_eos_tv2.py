@@ -1,0 +1,51 @@
+"""Exactly-once consume-transform-produce with the Java 4.x client (kafka-clients 4.3.1), which runs
+transactions with transaction.version 2 when the broker finalizes it (EndTxn v5, Produce v12,
+TxnOffsetCommit v5): a first run is halted with a transaction open, a second run with the same
+transactional id fences it and finishes; the output holds every input exactly once, and the producer
+epoch shows one bump per transaction (TV2) rather than one per InitProducerId (TV1)."""
+from __future__ import annotations
+
+import subprocess
+import uuid
+
+from tests.conftest import ROOT
+from tests.integration.test_java_client import classpath, lab
+from tests.txn_helpers import consume_to_end, create_topics, describe_transactions, find_txn_coordinator
+from tests.helpers import RawClient
+
+PROGRAM = ROOT / "tests" / "java" / "JavaEosCheck.java"
+N = 200
+CRASH_AFTER = 90
+
+
+def run(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([lab.java_bin(), "-Xmx256m", "-cp", classpath("4.x"), str(PROGRAM), bootstrap, *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_java_tv2_consume_transform_produce_exactly_once_across_a_producer_kill(shared_broker):
+    from confluent_kafka import Producer
+    b = shared_broker.bootstrap
+    tag = uuid.uuid4().hex[:6]
+    src, out, group, tid = f"eos-in-{tag}", f"eos-out-{tag}", f"eos-g-{tag}", f"eos-{tag}"
+    create_topics(b, {src: 2, out: 2})
+    p = Producer({"bootstrap.servers": b})
+    for i in range(N):
+        p.produce(src, value=f"v{i:04d}".encode(), partition=i % 2)
+    p.flush(30)
+    lab.fetch()
+    first = run(b, src, out, group, tid, f"crash:{CRASH_AFTER}")
+    assert first.returncode == 3, first.stdout[-2000:] + first.stderr[-3000:]
+    second = run(b, src, out, group, tid, "run")
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
+    summary = second.stdout.strip().splitlines()[-1]
+    transactions = int(summary.split()[0].split("=")[1])
+    assert transactions >= 3, summary
+    got = consume_to_end(b, out, [0, 1])
+    outputs = sorted(v.decode() for part in got.values() for _o, v in part)
+    assert outputs == sorted(f"out-v{i:04d}" for i in range(N))  # each input once: nothing lost, nothing twice
+    with RawClient(b) as c:
+        find_txn_coordinator(c, tid)
+        (d,) = describe_transactions(c, [tid])
+    assert d.transaction_state == "CompleteCommit"
+    assert d.producer_epoch > transactions, d  # TV2: every commit bumped the epoch
