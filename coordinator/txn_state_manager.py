@@ -23,7 +23,16 @@ from minikafka.protocol.record_batch import iter_headers
 from minikafka.storage.producer_state import AppendOrigin
 
 from .partitioning import partition_for
-from .txn_log import VALUE_VERSION, TxnLogFormatError, decode_key, decode_value, encode_batch, encode_key, encode_value, iter_records
+from .txn_log import (
+    VALUE_VERSION,
+    TxnLogFormatError,
+    decode_key,
+    decode_value,
+    encode_batch,
+    encode_key,
+    encode_value,
+    iter_records,
+)
 from .txn_state import TxnMetadata, TxnState, TxnTransit
 
 log = logging.getLogger(__name__)
@@ -44,7 +53,8 @@ class CoordinatorUnavailable(Exception):
 
 class TxnStateManager:
     def __init__(self, catalog: Any, num_partitions: int, segment_bytes: int, min_isr: int = 1,
-                 clock: Callable[[], float] = time.time, value_version: Callable[[], int] = lambda: VALUE_VERSION) -> None:
+                 clock: Callable[[], float] = time.time,
+                 value_version: Callable[[], int] = lambda: VALUE_VERSION) -> None:
         self.catalog = catalog
         self.configured_partitions = num_partitions
         self.segment_bytes = segment_bytes

@@ -34,8 +34,8 @@ async def handle_update_features(ctx: RequestContext, req: UpdateFeaturesRequest
     try:
         ctx.broker.features.update(updates, validate_only=version >= 1 and req.validate_only)
     except FeatureUpdateError as exc:
-        return UpdateFeaturesResponse(throttle_time_ms=0, error_code=exc.errno, error_message=FAILED_PREFIX + exc.message,
-                                      results=[])
+        return UpdateFeaturesResponse(throttle_time_ms=0, error_code=exc.errno,
+                                      error_message=FAILED_PREFIX + exc.message, results=[])
     results = [Result(feature=u.feature, error_code=0, error_message="NONE") for u in updates] \
         if version <= RESULTS_UNTIL else []
     return UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, error_message=None, results=results)

@@ -2,11 +2,14 @@
 transactions with transaction.version 2 when the broker finalizes it (EndTxn v5, Produce v12,
 TxnOffsetCommit v5): a first run is halted with a transaction open, a second run with the same
 transactional id fences it and finishes; the output holds every input exactly once, and the producer
-epoch shows one bump per transaction (TV2) rather than one per InitProducerId (TV1)."""
+epoch shows one bump per transaction (TV2) rather than one per InitProducerId (TV1). The same across
+a broker kill -9 in the middle of ending a TV2 transaction (minikafka only: a test crash point)."""
 from __future__ import annotations
 
 import subprocess
 import uuid
+
+import pytest
 
 from tests.conftest import ROOT
 from tests.integration.test_java_client import classpath, lab
@@ -49,3 +52,36 @@ def test_java_tv2_consume_transform_produce_exactly_once_across_a_producer_kill(
         (d,) = describe_transactions(c, [tid])
     assert d.transaction_state == "CompleteCommit"
     assert d.producer_epoch > transactions, d  # TV2: every commit bumped the epoch
+
+
+@pytest.mark.minikafka_only
+def test_java_tv2_exactly_once_across_a_broker_kill(broker_factory):
+    """The broker dies (kill -9 at the test crash point: PrepareCommit and one marker written) while the
+    Java producer commits its first TV2 transaction; the producer is killed too. After a restart the
+    coordinator completes that commit; a new run with the same transactional id finishes the input:
+    every input exactly once in the output."""
+    from confluent_kafka import Producer
+    b = broker_factory({"minikafka.test.crash.point": "after_first_marker"})
+    tag = uuid.uuid4().hex[:6]
+    src, out, group, tid = f"eosk-in-{tag}", f"eosk-out-{tag}", f"eosk-g-{tag}", f"eosk-{tag}"
+    create_topics(b.bootstrap, {src: 2, out: 2})
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(N):
+        p.produce(src, value=f"v{i:04d}".encode(), partition=i % 2)
+    p.flush(30)
+    lab.fetch()
+    java = subprocess.Popen([lab.java_bin(), "-Xmx256m", "-cp", classpath("4.x"), str(PROGRAM), b.bootstrap, src,
+                             out, group, tid, "run"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert b.proc.wait(120) == 137
+    finally:
+        java.kill()
+        java.wait(30)
+    b.kill()
+    b.overrides.pop("minikafka.test.crash.point")
+    b.start()
+    second = run(b.bootstrap, src, out, group, tid, "run")
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
+    got = consume_to_end(b.bootstrap, out, [0, 1])
+    outputs = sorted(v.decode() for part in got.values() for _o, v in part)
+    assert outputs == sorted(f"out-v{i:04d}" for i in range(N))
