@@ -230,3 +230,32 @@ def test_confluent_kafka_runs_tv1_transactions_on_a_tv2_broker(broker):
     with RawClient(b) as c:
         (d,) = describe_transactions(c, [tid])
     assert d.transaction_state == "CompleteCommit"
+
+
+def test_write_txn_markers_v2_tv2_marker_needs_a_newer_epoch(broker):
+    """WriteTxnMarkers v2 (KIP-1228): a marker of a TV2 transaction must carry an epoch newer than the
+    producer's data in the partition; the same epoch is refused while the transaction is open (a TV1
+    marker with it is what ends a TV1 transaction)."""
+    from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+    def markers(c: RawClient, pid: int, epoch: int, tv: int, topic: str) -> int:
+        M = WriteTxnMarkersRequest.WritableTxnMarker
+        req = WriteTxnMarkersRequest(markers=[M(producer_id=pid, producer_epoch=epoch, transaction_result=True,
+                                                topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])],
+                                                coordinator_epoch=0, transaction_version=tv)])
+        resp = c.request(req, 2, WriteTxnMarkersResponse)
+        return resp.markers[0].topics[0].partitions[0].error_code
+
+    b = broker.bootstrap
+    topic, tid = f"wtm-{uid()}", f"wtm-{uid()}"
+    create_topics(b, {topic: 1})
+    with RawClient(b) as c:
+        pid, e = begin(c, tid)
+        assert add_partitions(c, tid, pid, e, {topic: [0]}) == {(topic, 0): 0}
+        assert produce_txn(c, tid, topic, 0, txn_batch(pid, e, 0, [b"m"]), version=11).error_code == 0
+        assert markers(c, pid, e, 2, topic) == INVALID_PRODUCER_EPOCH
+        assert values(b, topic, [0]) == []  # still open
+        assert markers(c, pid, e + 1, 2, topic) == 0
+        assert markers(c, pid, e + 1, 2, topic) == 0  # a retry of a written marker passes
+        assert values(b, topic, [0]) == [b"m"]
+        assert markers(c, pid, e, 0, topic) == INVALID_PRODUCER_EPOCH  # older than what the partition saw
