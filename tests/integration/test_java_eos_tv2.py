@@ -15,6 +15,7 @@ from tests.conftest import ROOT
 from tests.integration.test_java_client import classpath, lab
 from tests.txn_helpers import consume_to_end, create_topics, describe_transactions, find_txn_coordinator
 from tests.helpers import RawClient
+from tests.integration.test_features import set_tv
 
 PROGRAM = ROOT / "tests" / "java" / "JavaEosCheck.java"
 N = 200
@@ -26,9 +27,21 @@ def run(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=180)
 
 
-def test_java_tv2_consume_transform_produce_exactly_once_across_a_producer_kill(shared_broker):
-    from confluent_kafka import Producer
+@pytest.mark.parametrize("level", [2, 1])
+def test_java_consume_transform_produce_exactly_once_across_a_producer_kill(shared_broker, level):
+    """With transaction.version 1 finalized the same client runs TV1 transactions (no epoch bumps)."""
     b = shared_broker.bootstrap
+    if level != 2:
+        set_tv(b, level)
+    try:
+        check_producer_kill(b, level)
+    finally:
+        if level != 2:
+            set_tv(b, 2)
+
+
+def check_producer_kill(b: str, level: int) -> None:
+    from confluent_kafka import Producer
     tag = uuid.uuid4().hex[:6]
     src, out, group, tid = f"eos-in-{tag}", f"eos-out-{tag}", f"eos-g-{tag}", f"eos-{tag}"
     create_topics(b, {src: 2, out: 2})
@@ -51,7 +64,10 @@ def test_java_tv2_consume_transform_produce_exactly_once_across_a_producer_kill(
         find_txn_coordinator(c, tid)
         (d,) = describe_transactions(c, [tid])
     assert d.transaction_state == "CompleteCommit"
-    assert d.producer_epoch > transactions, d  # TV2: every commit bumped the epoch
+    if level >= 2:
+        assert d.producer_epoch > transactions, d  # TV2: every commit bumped the epoch
+    else:
+        assert d.producer_epoch <= 2, d  # TV1: InitProducerId, the fence of the halted run, InitProducerId
 
 
 @pytest.mark.minikafka_only
