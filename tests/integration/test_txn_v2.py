@@ -163,10 +163,12 @@ def test_feature_change_with_a_transaction_open(tv_restored):
 
 
 @pytest.mark.minikafka_only
-@pytest.mark.parametrize("crash_point", ["after_prepare_commit", "after_first_marker"])
-def test_broker_killed_while_ending_a_tv2_transaction(broker_factory, crash_point):
-    """kill -9 (the test crash point exits 137) after PrepareCommit was written / after one marker: the
-    restarted coordinator completes the commit with the bumped epoch; the producer goes on with it."""
+@pytest.mark.parametrize("crash_point, commit", [("after_prepare_commit", True), ("after_first_marker", True),
+                                                 ("after_prepare_abort", False)])
+def test_broker_killed_while_ending_a_tv2_transaction(broker_factory, crash_point, commit):
+    """kill -9 (the test crash point exits 137) after PrepareCommit/PrepareAbort was written / after one
+    marker: the restarted coordinator completes the transaction with the bumped epoch; the producer goes
+    on with it."""
     b = broker_factory({"minikafka.test.crash.point": crash_point})
     topic, tid = f"tvcrash-{uid()}", f"tvcrash-{uid()}"
     create_topics(b.bootstrap, {topic: 2})
@@ -174,7 +176,7 @@ def test_broker_killed_while_ending_a_tv2_transaction(broker_factory, crash_poin
         pid, e = begin(c, tid)
         for p in (0, 1):
             assert produce_txn(c, tid, topic, p, txn_batch(pid, e, 0, [f"x{p}".encode()]), version=12).error_code == 0
-        c.send(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=e, committed=True), 5)
+        c.send(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=e, committed=commit), 5)
         b.proc.wait(20)
     assert b.proc.returncode == 137
     b.kill()
@@ -182,15 +184,16 @@ def test_broker_killed_while_ending_a_tv2_transaction(broker_factory, crash_poin
     b.start()
     with RawClient(b.bootstrap) as c:
         find_txn_coordinator(c, tid)
-        wait_until(lambda: describe_transactions(c, [tid])[0].transaction_state == "CompleteCommit", 20,
-                   what="the prepared commit completes after restart")
+        state = "CompleteCommit" if commit else "CompleteAbort"
+        wait_until(lambda: describe_transactions(c, [tid])[0].transaction_state == state, 20,
+                   what="the prepared transaction completes after restart")
         assert describe_transactions(c, [tid])[0].producer_epoch == e + 1
-        assert end_txn_v5(c, tid, pid, e, True) == (0, pid, e + 1)  # the client's retry
+        assert end_txn_v5(c, tid, pid, e, commit) == (0, pid, e + 1)  # the client's retry
         assert produce_txn(c, tid, topic, 0, txn_batch(pid, e, 1, [b"late"]), version=12).error_code \
             == INVALID_PRODUCER_EPOCH
         assert produce_txn(c, tid, topic, 0, txn_batch(pid, e + 1, 0, [b"y0"]), version=12).error_code == 0
         assert end_txn_v5(c, tid, pid, e + 1, True) == (0, pid, e + 2)
-    assert values(b.bootstrap, topic, [0, 1]) == [b"x0", b"x1", b"y0"]
+    assert values(b.bootstrap, topic, [0, 1]) == ([b"x0", b"x1"] if commit else []) + [b"y0"]
 
 
 def test_confluent_kafka_runs_tv1_transactions_on_a_tv2_broker(broker):
