@@ -262,3 +262,24 @@ def test_write_txn_markers_v2_tv2_marker_needs_a_newer_epoch(broker):
         assert markers(c, pid, e + 1, 2, topic) == 0  # a retry of a written marker passes
         assert values(b, topic, [0]) == [b"m"]
         assert markers(c, pid, e, 0, topic) == INVALID_PRODUCER_EPOCH  # older than what the partition saw
+
+
+@pytest.mark.minikafka_only  # reads minikafka's files
+def test_dump_log_decodes_tv2_transaction_state(broker):
+    """Kafka's DumpLogSegments reads the TV2 records of __transaction_state (ClientTransactionVersion,
+    PreviousProducerId tagged fields) and the markers with the bumped epoch."""
+    b = broker.bootstrap
+    topic, tid = f"tvdump-{uid()}", f"tvdump-{uid()}"
+    create_topics(b, {topic: 1})
+    with RawClient(b) as c:
+        pid, e = begin(c, tid)
+        assert produce_txn(c, tid, topic, 0, txn_batch(pid, e, 0, [b"d"]), version=12).error_code == 0
+        assert end_txn_v5(c, tid, pid, e, True) == (0, pid, e + 1)
+    broker.stop()
+    res, out = tool("kafka-dump-log", "--files", str(broker.data_dir / f"{topic}-0" / "00000000000000000000.log"))
+    assert f"producerId: {pid} producerEpoch: {e + 1}" in res.stdout and "isControl: true" in res.stdout, out
+    from minikafka.coordinator.partitioning import partition_for
+    state_log = broker.data_dir / f"__transaction_state-{partition_for(tid, 50)}" / "00000000000000000000.log"
+    res, out = tool("kafka-dump-log", "--files", str(state_log), "--transaction-log-decoder")
+    assert f'"producerEpoch":{e + 1}' in res.stdout and '"clientTransactionVersion":2' in res.stdout, out
+    assert '"transactionStatus":4' in res.stdout, out
