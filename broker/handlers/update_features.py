@@ -1,14 +1,15 @@
 """UpdateFeatures (KIP-584): change finalized feature levels (broker/features.py). The updates of a
 request are applied together or not at all. As Kafka 4.3 answers: a refused request gets a top-level
 error whose message names the failing feature, and no feature results; an accepted one (v0-1) a
-result per update with error NONE. v0 says `allow_downgrade`, v1+ an upgrade type (1 upgrade,
-2 safe downgrade, 3 unsafe downgrade) and `validate_only`."""
+result per update with error NONE. v1+ carry an upgrade type (1 upgrade, 2 safe downgrade, 3 unsafe
+downgrade) and `validate_only`; v0's `allow_downgrade` is ignored, as Kafka 4.3 does (the upgrade
+type a v0 request leaves at its default: upgrade only)."""
 from __future__ import annotations
 
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 
 from ..context import RequestContext
-from ..features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate, FeatureUpdateError
+from ..features import UPGRADE, FeatureUpdate, FeatureUpdateError
 from ..registry import handles
 
 Result = UpdateFeaturesResponse.UpdatableFeatureResult
@@ -17,14 +18,8 @@ FAILED_PREFIX = "The update failed for all features since the following feature 
 
 
 def _updates(req: UpdateFeaturesRequest, version: int) -> list[FeatureUpdate]:
-    out = []
-    for u in req.feature_updates:
-        if version == 0:
-            kind = SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE
-        else:
-            kind = u.upgrade_type
-        out.append(FeatureUpdate(u.feature, u.max_version_level, kind))
-    return out
+    return [FeatureUpdate(u.feature, u.max_version_level, u.upgrade_type if version >= 1 else UPGRADE)
+            for u in req.feature_updates]
 
 
 @handles(UpdateFeaturesRequest, UpdateFeaturesResponse, 0, 2)

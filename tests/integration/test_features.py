@@ -170,3 +170,18 @@ def test_finalized_levels_survive_restart_and_kill(broker_factory):
     b.start()
     fin2, epoch2 = finalized(b.bootstrap)
     assert fin2[TV] == 2 and epoch2 == epoch + 1
+
+
+def test_update_features_v0_upgrades_only(tv_restored):
+    """Kafka 4.3 reads v0's allow_downgrade as nothing: a v0 request can only upgrade."""
+    b = tv_restored.bootstrap
+    for allow in (False, True):
+        r = update(b, [U(feature=TV, max_version_level=1, allow_downgrade=allow)], version=0)
+        reason = "Can't downgrade the version of this feature without setting the upgrade type to either safe or " \
+                 "unsafe downgrade."
+        assert (r.error_code, r.error_message, r.results) == (
+            INVALID_UPDATE_VERSION, f"{FAILED}Invalid update version 1 for feature {TV}. {reason}", [])
+    set_tv(b, 1)
+    r = update(b, [U(feature=TV, max_version_level=2, allow_downgrade=True)], version=0)
+    assert (r.error_code, [(x.feature, x.error_code, x.error_message) for x in r.results]) == (0, [(TV, 0, "NONE")])
+    assert finalized(b)[0][TV] == 2
