@@ -39,7 +39,6 @@ TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 
 INVALID_UPDATE_VERSION = ke.InvalidUpdateVersionError.errno
-INVALID_REQUEST = ke.InvalidRequestError.errno
 
 # UpdateFeatures upgrade types (FeatureUpdate.UpgradeType)
 UPGRADE = 1
