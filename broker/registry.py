@@ -52,15 +52,16 @@ API_TABLE: dict[int, ApiEntry] = {
     23: ApiEntry("offset_for_leader_epoch", 2, 4),
     24: ApiEntry("add_partitions_to_txn", 0, 5),
     25: ApiEntry("add_offsets_to_txn", 0, 4),
-    26: ApiEntry("end_txn", 0, 4),
+    26: ApiEntry("end_txn", 0, 5),
     27: ApiEntry("write_txn_markers", 1, 2),
-    28: ApiEntry("txn_offset_commit", 0, 4),
+    28: ApiEntry("txn_offset_commit", 0, 5),
     32: ApiEntry("configs", 1, 4),  # DescribeConfigs
     33: ApiEntry("configs", 0, 2),  # AlterConfigs
     37: ApiEntry("topics", 0, 3),  # CreatePartitions
     42: ApiEntry("delete_groups", 0, 2),
     44: ApiEntry("configs", 0, 1),  # IncrementalAlterConfigs
     47: ApiEntry("offset_delete", 0, 0),
+    57: ApiEntry("update_features", 0, 2),
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     61: ApiEntry("describe_producers", 0, 0),
     65: ApiEntry("describe_transactions", 0, 0),

@@ -16,6 +16,7 @@ from ..storage.log_manager import LogManager
 from .append_notifier import AppendNotifier
 from .config import BrokerConfig, Listener
 from .dynamic_config import DynamicBrokerConfig
+from .features import FEATURES_FILE, FeatureState
 from .group_configs import GroupConfigStore
 from .meta_properties import ensure_meta
 from .memory_pool import MemoryPool, pool_capacity
@@ -53,6 +54,8 @@ class BrokerState:
                                     max_partitions_per_request=int(config.get("minikafka.max.partitions.per.request")
                                                                    or DEFAULT_MAX_PARTITIONS_PER_REQUEST),
                                     max_partitions=int(max_partitions) if max_partitions else None)
+        # finalized feature levels (transaction.version, group.version, ...): a small file, read now
+        self.features = FeatureState(config.log_dirs[0] / FEATURES_FILE, config.node_id)
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
@@ -102,7 +105,8 @@ class BrokerState:
             from ..coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
             from .errors import error_code
             self._txns = TransactionCoordinator(TxnConfig.from_props(self.config.get), self.catalog,
-                                                self.producer_ids.next_id, error_code)
+                                                self.producer_ids.next_id, error_code,
+                                                transaction_version=lambda: self.features.transaction_version)
             # a COMMIT/ABORT marker in a group's __consumer_offsets partition settles the producer's
             # transactional offset commits
             self._txns.markers.add_listener(OFFSETS_TOPIC,

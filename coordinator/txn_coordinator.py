@@ -13,6 +13,14 @@ transaction stays prepared meanwhile (CONCURRENT_TRANSACTIONS to the producer's 
 restart every prepared transaction found in the log is finished the same way (markers may be
 written twice, which is harmless).
 
+Transaction version 2 (KIP-890 part 2) follows the version each request carries, as Kafka does:
+EndTxn v5 ends a transaction with an epoch bump (a new producer id when the epochs run out), answered
+with the producer id/epoch to use next; Produce v12+ and TxnOffsetCommit v5 add their partition to the
+open transaction themselves. A transaction ends with the version of its EndTxn, so one begun before a
+change of the finalized transaction.version finishes as its client began it. The aborts the
+coordinator starts itself (fencing by InitProducerId, timeouts) use the finalized level, as Kafka's
+`transactionVersionLevel()`. Markers carry the transaction's version to the partitions.
+
 Timeouts: a reaper aborts transactions open longer than their transaction.timeout.ms, bumping the
 producer epoch first (PrepareEpochFence) so that the zombie producer is fenced. Idle transactional
 ids expire after transactional.id.expiration.ms (a tombstone in the log).
@@ -36,7 +44,15 @@ import kafka.errors as ke
 
 from .partitioning import partition_for
 from .txn_markers import MarkerWriter
-from .txn_state import IllegalTxnTransition, TopicPartition, TxnMetadata, TxnState, is_epoch_exhausted
+from .txn_state import (
+    SHORT_MAX,
+    TV2,
+    IllegalTxnTransition,
+    TopicPartition,
+    TxnMetadata,
+    TxnState,
+    is_epoch_exhausted,
+)
 from .txn_state_manager import TXN_TOPIC, CoordinatorUnavailable, TxnStateManager
 
 log = logging.getLogger(__name__)
@@ -102,6 +118,13 @@ class TxnDescription(NamedTuple):
     partitions: tuple[TopicPartition, ...] = ()
 
 
+class EndTxnResult(NamedTuple):
+    """EndTxn's answer: v5+ also returns the producer id/epoch the client continues with."""
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
 class TxnListing(NamedTuple):
     transactional_id: str
     producer_id: int
@@ -110,13 +133,16 @@ class TxnListing(NamedTuple):
 
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig, catalog: Any, next_producer_id: Callable[[], int],
-                 error_code: Callable[[BaseException], int], clock: Callable[[], float] = time.time) -> None:
+                 error_code: Callable[[BaseException], int], clock: Callable[[], float] = time.time,
+                 transaction_version: Callable[[], int] = lambda: TV2) -> None:
         self.config = config
         self.catalog = catalog
         self.next_producer_id = next_producer_id
         self.error_code = error_code
         self.clock = clock
-        self.txns = TxnStateManager(catalog, config.num_partitions, config.segment_bytes, config.min_isr, clock)
+        self.transaction_version = transaction_version  # the finalized level (broker/features.py)
+        self.txns = TxnStateManager(catalog, config.num_partitions, config.segment_bytes, config.min_isr, clock,
+                                    value_version=lambda: 1 if transaction_version() >= 1 else 0)
         self.markers = MarkerWriter(catalog, error_code, clock)
         # transactional id -> partitions whose marker still has to be written (retried in the background)
         self._unsent: dict[str, set[TopicPartition]] = {}
@@ -265,7 +291,7 @@ class TransactionCoordinator:
     # ---------------------------------------------------------------- partitions
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                       partitions: set[TopicPartition]) -> int:
+                       partitions: set[TopicPartition], client_tv: int = 0) -> int:
         code, meta = self._lookup(transactional_id, producer_id)
         if meta is None:
             return code
@@ -275,7 +301,7 @@ class TransactionCoordinator:
             return CONCURRENT_TRANSACTIONS
         if meta.state is TxnState.ONGOING and partitions <= meta.partitions:
             return NONE
-        return self._persist(meta, meta.prepare_add_partitions(set(partitions), self.now_ms()))
+        return self._persist(meta, meta.prepare_add_partitions(set(partitions), self.now_ms(), client_tv))
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -295,12 +321,13 @@ class TransactionCoordinator:
     def verify_produce(self, transactional_id: str, producer_id: int, epoch: int, tp: TopicPartition,
                        add_if_missing: bool) -> int:
         """The produce-time check of a transactional batch (KIP-890 part 1). With `add_if_missing`
-        (Produce v12+, as Kafka does) a partition not yet in the open transaction is added to it."""
-        if not self.config.verification_enabled:
+        (Produce v12+ and TxnOffsetCommit v5: TV2 clients, as Kafka does) a partition not yet in the
+        open transaction is added to it, which TV2 needs even with verification disabled."""
+        if not self.config.verification_enabled and not add_if_missing:
             return NONE
         code = self.verify_partitions(transactional_id, producer_id, epoch, [tp])[tp]
         if code == TRANSACTION_ABORTABLE and add_if_missing:
-            return self.add_partitions(transactional_id, producer_id, epoch, {tp})
+            return self.add_partitions(transactional_id, producer_id, epoch, {tp}, client_tv=TV2)
         return code
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
@@ -314,10 +341,102 @@ class TransactionCoordinator:
     # ---------------------------------------------------------------- EndTxn
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
-        return self._end_transaction(transactional_id, producer_id, epoch, commit, from_client=True)
+        """EndTxn v0-4 (TV1)."""
+        return self._end_transaction_v1(transactional_id, producer_id, epoch, commit, from_client=True)
+
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                        client_tv: int) -> EndTxnResult:
+        """EndTxn of any version: v5+ (`client_tv` 2) ends the transaction with an epoch bump."""
+        if client_tv >= TV2:
+            return self._end_transaction_v2(transactional_id, producer_id, epoch, commit, from_client=True)
+        return EndTxnResult(self._end_transaction_v1(transactional_id, producer_id, epoch, commit, from_client=True))
 
     def _end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
                          from_client: bool) -> int:
+        """An abort the coordinator starts (fencing, timeout): with the finalized transaction.version."""
+        if self.transaction_version() >= TV2:
+            return self._end_transaction_v2(transactional_id, producer_id, epoch, commit, from_client).error_code
+        return self._end_transaction_v1(transactional_id, producer_id, epoch, commit, from_client)
+
+    def _end_transaction_v2(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                            from_client: bool) -> EndTxnResult:
+        """Kafka 4.3's TV2 endTransaction. A retry of an EndTxn that already bumped the epoch (request
+        epoch = current - 1, or the last epoch of the previous producer id after a rotation) gets the
+        current producer id/epoch back; the same epoch after the end means a new, empty transaction
+        (only an abort of it is valid: nothing to write, the epoch still bumps)."""
+        if not transactional_id:
+            return EndTxnResult(INVALID_REQUEST)
+        try:
+            meta = self.txns.get(transactional_id)
+        except CoordinatorUnavailable as exc:
+            return EndTxnResult(exc.errno)
+        if meta is None:
+            return EndTxnResult(INVALID_PRODUCER_ID_MAPPING)
+        current = EndTxnResult(NONE, meta.producer_id, meta.producer_epoch)
+        fencing = meta.pending_state is TxnState.PREPARE_EPOCH_FENCE
+        retry_on_overflow = (not fencing and meta.last_producer_id == producer_id and epoch == SHORT_MAX - 1
+                             and meta.producer_epoch == 0)
+        retry_on_bump = not fencing and meta.producer_epoch == epoch + 1
+        state = meta.state
+        if fencing:
+            valid_epoch = (not from_client or epoch == meta.producer_epoch) and epoch >= meta.producer_epoch
+        elif state in (TxnState.ONGOING, TxnState.EMPTY, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
+            valid_epoch = epoch == meta.producer_epoch
+        elif state.is_prepare:
+            valid_epoch = retry_on_bump
+        else:
+            valid_epoch = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+        is_retry = retry_on_bump or retry_on_overflow
+        if meta.pending_transition and not fencing:
+            return EndTxnResult(CONCURRENT_TRANSACTIONS)
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            return EndTxnResult(PRODUCER_FENCED)
+        no_partition_added = True
+        if state is TxnState.ONGOING:
+            target, no_partition_added = (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT), False
+        elif state is TxnState.COMPLETE_COMMIT:
+            if commit:
+                return current if is_retry else EndTxnResult(INVALID_TXN_STATE)
+            if is_retry:
+                return EndTxnResult(INVALID_TXN_STATE)
+            target = TxnState.PREPARE_ABORT
+        elif state is TxnState.COMPLETE_ABORT:
+            if commit:
+                return EndTxnResult(INVALID_TXN_STATE)
+            if is_retry:
+                return current
+            target = TxnState.PREPARE_ABORT
+        elif state is TxnState.PREPARE_COMMIT:
+            return EndTxnResult(CONCURRENT_TRANSACTIONS if commit else INVALID_TXN_STATE)
+        elif state is TxnState.PREPARE_ABORT:
+            return EndTxnResult(INVALID_TXN_STATE if commit else CONCURRENT_TRANSACTIONS)
+        elif state is TxnState.EMPTY:
+            if commit:
+                return EndTxnResult(INVALID_TXN_STATE)
+            target = TxnState.PREPARE_ABORT
+        else:
+            raise IllegalTxnTransition(f"{meta!r}: EndTxn in state {state.kafka_name}")
+        next_pid = self.next_producer_id() if meta.epoch_exhausted else -1
+        if fencing:
+            meta.pending_state = None  # the abort below bumps the epoch itself
+        transit = meta.prepare_abort_or_commit(target, self.now_ms(), TV2, next_pid, no_partition_added)
+        code = self._persist(meta, transit)
+        if code:
+            if fencing:
+                meta.has_failed_epoch_fence = True
+            return EndTxnResult(code)
+        # what the client continues with: the bumped epoch, or the next producer id at epoch 0
+        done = EndTxnResult(NONE, *((meta.next_producer_id, 0) if meta.next_producer_id >= 0
+                                    else (meta.producer_id, meta.producer_epoch)))
+        self._crash_point("after_prepare_commit" if commit else "after_prepare_abort")
+        self._unsent[transactional_id] = set(meta.partitions)
+        self._send_markers(meta)
+        return done
+
+    def _end_transaction_v1(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                            from_client: bool) -> int:
         code, meta = self._lookup(transactional_id, producer_id)
         if meta is None:
             return code
@@ -366,7 +485,7 @@ class TransactionCoordinator:
         commit = meta.state is TxnState.PREPARE_COMMIT
         for tp in sorted(unsent):
             code = self.markers.write(tp[0], tp[1], meta.producer_id, meta.producer_epoch, commit,
-                                      self.coordinator_epoch)
+                                      self.coordinator_epoch, meta.client_tv)
             if code in _MARKER_GIVE_UP:
                 log.warning("dropping %s marker of %s for %s-%d: error %d", "COMMIT" if commit else "ABORT",
                             txn_id, tp[0], tp[1], code)

@@ -8,7 +8,10 @@ Value (TransactionLogValue), int16 version first:
          transactionLastUpdateTimestampMs int64 | transactionStartTimestampMs int64
     v1:  the same fields in flexible encoding (compact strings/arrays, tagged fields: 0 PreviousProducerId,
          1 NextProducerId, 2 ClientTransactionVersion, 3 NextProducerEpoch).
-Kafka 4.x writes v1 (with PreviousProducerId when known), and so does this broker; both are read.
+Kafka 4.x writes v1 while transaction.version >= 1 is finalized (v0 below), with the tagged fields
+that differ from their defaults: PreviousProducerId when known, NextProducerId while a TV2
+transaction that exhausted its epochs completes, ClientTransactionVersion when not 0; so does this
+broker. Both versions are read (NextProducerEpoch is not used by Kafka's coordinator either).
 A null value is a tombstone (the id expired). Partitions are null in the Empty state, as Kafka
 writes them.
 """
@@ -94,11 +97,15 @@ def encode_value(t: TxnTransit, version: int = VALUE_VERSION) -> bytes:
         if flexible:
             out += b"\x00"
     out += _TIMES.pack(t.update_ms, t.start_ms)
-    if flexible:  # tagged fields, written only when not at their default (-1)
+    if flexible:  # tagged fields in tag order, written only when not at their default
+        tags = []
         if t.last_producer_id >= 0:
-            out += b"\x01\x00\x08" + struct.pack(">q", t.last_producer_id)  # 0: PreviousProducerId
-        else:
-            out += b"\x00"
+            tags.append(b"\x00\x08" + struct.pack(">q", t.last_producer_id))  # 0: PreviousProducerId
+        if t.next_producer_id >= 0:
+            tags.append(b"\x01\x08" + struct.pack(">q", t.next_producer_id))  # 1: NextProducerId
+        if t.client_tv != 0:
+            tags.append(b"\x02\x02" + _I16.pack(t.client_tv))  # 2: ClientTransactionVersion
+        out += _uvarint(len(tags)) + b"".join(tags)
     return bytes(out)
 
 
@@ -177,17 +184,22 @@ def decode_value(data: bytes) -> TxnTransit:
         if flexible:
             _skip_tags(r)
     update_ms, start_ms = r.i64(), r.i64()
-    last_producer_id = NO_PRODUCER_ID
+    last_producer_id = next_producer_id = NO_PRODUCER_ID
+    client_tv = 0
     if flexible:
         for _ in range(r.uvarint()):
             tag, size = r.uvarint(), r.uvarint()
             body = r.raw(size)
             if tag == 0 and size == 8:
                 last_producer_id = struct.unpack(">q", body)[0]
+            elif tag == 1 and size == 8:
+                next_producer_id = struct.unpack(">q", body)[0]
+            elif tag == 2 and size == 2:
+                client_tv = _I16.unpack(body)[0]
     if state is TxnState.EMPTY:
         partitions = set()
     return TxnTransit(producer_id, last_producer_id, epoch, NO_PRODUCER_EPOCH, timeout, state,
-                      frozenset(partitions), start_ms, update_ms)
+                      frozenset(partitions), start_ms, update_ms, next_producer_id, client_tv)
 
 
 def _skip_tags(r: _Reader) -> None:

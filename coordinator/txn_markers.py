@@ -37,16 +37,19 @@ class MarkerWriter:
         self.listeners[topic] = listener
 
     def write(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-              coordinator_epoch: int) -> int:
+              coordinator_epoch: int, transaction_version: int = 0) -> int:
         """Append one marker; returns a Kafka error code (0, UNKNOWN_TOPIC_OR_PARTITION,
-        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR, ...)."""
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR, ...).
+        `transaction_version` is that of the transaction (WriteTxnMarkers v2): a TV2 marker must carry
+        an epoch newer than the producer's data in the partition."""
         plog = self.catalog.partition_log(topic, partition)
         if plog is None:
             return ke.UnknownTopicOrPartitionError.errno
         batch = build_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit,
                                    int(self.clock() * 1000))
         try:
-            plog.append(batch, leader_epoch=MARKER_LEADER_EPOCH, origin=AppendOrigin.COORDINATOR)
+            plog.append(batch, leader_epoch=MARKER_LEADER_EPOCH, origin=AppendOrigin.COORDINATOR,
+                        transaction_version=transaction_version)
         except Exception as exc:
             code = self.error_code(exc)
             log.info("%s marker for producer %d epoch %d to %s-%d failed: %s (%d)",

@@ -6,6 +6,13 @@ state machine and returns the target `TxnTransit` while recording it as the pend
 transit has been written to `__transaction_state`, `complete_transition` applies it (or
 `abort_transition` drops it if the write failed). A transition the state machine does not allow is a
 bug: it raises IllegalTxnTransition instead of being answered with an error code.
+
+Transaction version 2 (KIP-890 part 2): a transit records the client's transaction version. A TV2
+commit/abort bumps the producer epoch when it is prepared (the markers carry the bumped epoch, so a
+late request of the ended transaction is fenced everywhere); when that bump exhausts the epochs, a
+new producer id is chosen at the same time (`next_producer_id`) and takes over, at epoch 0, when the
+transaction completes. A TV2 abort may also start from Empty/CompleteCommit/CompleteAbort (a client
+that added partitions only implicitly cannot know whether its transaction is empty).
 """
 from __future__ import annotations
 
@@ -63,7 +70,8 @@ _VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY, _S.COMPLETE_COMMIT,
+                                 _S.COMPLETE_ABORT}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_ABORT, _S.COMPLETE_COMMIT}),
@@ -73,6 +81,9 @@ _VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
 
 class IllegalTxnTransition(RuntimeError):
     """A transition the state machine forbids: a coordinator bug, never a client error."""
+
+
+TV2 = 2  # transaction.version with an epoch bump per transaction
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -92,6 +103,8 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     start_ms: int
     update_ms: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_tv: int = 0  # the client's transaction version (TransactionLogValue ClientTransactionVersion)
 
 
 class TxnMetadata:
@@ -99,12 +112,13 @@ class TxnMetadata:
 
     __slots__ = ("transactional_id", "producer_id", "last_producer_id", "producer_epoch", "last_producer_epoch",
                  "timeout_ms", "state", "partitions", "start_ms", "update_ms", "pending_state",
-                 "has_failed_epoch_fence")
+                 "has_failed_epoch_fence", "next_producer_id", "client_tv")
 
     def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int, timeout_ms: int,
                  state: TxnState = TxnState.EMPTY, partitions: set[TopicPartition] | None = None,
                  start_ms: int = -1, update_ms: int = -1, last_producer_id: int = NO_PRODUCER_ID,
-                 last_producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+                 last_producer_epoch: int = NO_PRODUCER_EPOCH, next_producer_id: int = NO_PRODUCER_ID,
+                 client_tv: int = 0) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.last_producer_id = last_producer_id
@@ -117,11 +131,14 @@ class TxnMetadata:
         self.update_ms = update_ms
         self.pending_state: TxnState | None = None
         self.has_failed_epoch_fence = False
+        self.next_producer_id = next_producer_id
+        self.client_tv = client_tv
 
     def __repr__(self) -> str:
         return (f"TxnMetadata({self.transactional_id!r}, pid={self.producer_id}, epoch={self.producer_epoch}, "
                 f"state={self.state.kafka_name}, pending={self.pending_state}, partitions={sorted(self.partitions)}, "
-                f"timeout={self.timeout_ms}, start={self.start_ms}, update={self.update_ms})")
+                f"timeout={self.timeout_ms}, start={self.start_ms}, update={self.update_ms}, tv={self.client_tv}, "
+                f"next_pid={self.next_producer_id})")
 
     @property
     def pending_transition(self) -> bool:
@@ -134,12 +151,14 @@ class TxnMetadata:
     def snapshot(self) -> TxnTransit:
         """The current state as a transit (what the log holds for this id)."""
         return TxnTransit(self.producer_id, self.last_producer_id, self.producer_epoch, self.last_producer_epoch,
-                          self.timeout_ms, self.state, frozenset(self.partitions), self.start_ms, self.update_ms)
+                          self.timeout_ms, self.state, frozenset(self.partitions), self.start_ms, self.update_ms,
+                          self.next_producer_id, self.client_tv)
 
     # ---------------------------------------------------------------- prepare (validate + mark pending)
 
     def _prepare(self, state: TxnState, producer_id: int, epoch: int, last_epoch: int, timeout_ms: int,
-                 partitions: frozenset[TopicPartition], start_ms: int, update_ms: int) -> TxnTransit:
+                 partitions: frozenset[TopicPartition], start_ms: int, update_ms: int,
+                 next_producer_id: int = NO_PRODUCER_ID, client_tv: int | None = None) -> TxnTransit:
         if self.pending_state is not None:
             raise IllegalTxnTransition(f"{self.transactional_id}: preparing {state.kafka_name} while "
                                        f"{self.pending_state.kafka_name} is pending")
@@ -152,13 +171,12 @@ class TxnMetadata:
                                        "is not a valid transition")
         self.pending_state = state
         return TxnTransit(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, state, partitions,
-                          start_ms, update_ms)
+                          start_ms, update_ms, next_producer_id, self.client_tv if client_tv is None else client_tv)
 
     def prepare_fence_epoch(self) -> TxnTransit:
         """Ongoing -> PrepareEpochFence with the epoch bumped (never written: the abort follows)."""
-        if self.producer_epoch == SHORT_MAX:
-            raise IllegalTxnTransition(f"{self.transactional_id}: cannot fence epoch {SHORT_MAX}")
-        epoch = self.producer_epoch if self.has_failed_epoch_fence else self.producer_epoch + 1
+        keep = self.has_failed_epoch_fence or self.producer_epoch == SHORT_MAX  # Kafka logs the latter as a bug
+        epoch = self.producer_epoch if keep else self.producer_epoch + 1
         return self._prepare(TxnState.PREPARE_EPOCH_FENCE, self.producer_id, epoch, NO_PRODUCER_EPOCH,
                              self.timeout_ms, frozenset(self.partitions), self.start_ms, self.update_ms)
 
@@ -188,21 +206,37 @@ class TxnMetadata:
                              self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
                              timeout_ms, frozenset(), -1, now_ms)
 
-    def prepare_add_partitions(self, added: set[TopicPartition], now_ms: int) -> TxnTransit:
+    def prepare_add_partitions(self, added: set[TopicPartition], now_ms: int, client_tv: int = 0) -> TxnTransit:
         start = now_ms if self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) \
             else self.start_ms
         return self._prepare(TxnState.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, frozenset(self.partitions | added), start, now_ms)
+                             self.timeout_ms, frozenset(self.partitions | added), start, now_ms, client_tv=client_tv)
 
-    def prepare_abort_or_commit(self, state: TxnState, now_ms: int) -> TxnTransit:
-        return self._prepare(state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, frozenset(self.partitions), self.start_ms, now_ms)
+    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, client_tv: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID,
+                                no_partition_added: bool = False) -> TxnTransit:
+        """-> PrepareCommit/PrepareAbort. TV2 bumps the epoch here (not past Short.MAX_VALUE, which only
+        an abort can meet, as Kafka); `no_partition_added`: a TV2 abort of a transaction that never
+        became Ongoing starts now."""
+        if client_tv >= TV2 and not (self.producer_epoch == SHORT_MAX and state is TxnState.PREPARE_ABORT):
+            epoch, last = self.producer_epoch + 1, self.producer_epoch
+        elif client_tv >= TV2:
+            epoch, last = self.producer_epoch, self.producer_epoch
+        else:
+            epoch, last = self.producer_epoch, self.last_producer_epoch
+        return self._prepare(state, self.producer_id, epoch, last, self.timeout_ms, frozenset(self.partitions),
+                             now_ms if no_partition_added else self.start_ms, now_ms, next_producer_id, client_tv)
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
+        """-> CompleteCommit/CompleteAbort; a TV2 transaction that exhausted the epochs hands over to
+        its next producer id at epoch 0."""
         state = TxnState.COMPLETE_COMMIT if self.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
         self.has_failed_epoch_fence = False
-        return self._prepare(state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, frozenset(), self.start_ms, now_ms)
+        pid, epoch = self.producer_id, self.producer_epoch
+        if self.client_tv >= TV2 and self.next_producer_id != NO_PRODUCER_ID:
+            pid, epoch = self.next_producer_id, 0
+        return self._prepare(state, pid, epoch, self.last_producer_epoch, self.timeout_ms, frozenset(),
+                             self.start_ms, now_ms)
 
     def prepare_dead(self) -> TxnTransit:
         return self._prepare(TxnState.DEAD, self.producer_id, self.producer_epoch, self.last_producer_epoch,
@@ -238,17 +272,37 @@ class TxnMetadata:
             self.start_ms = transit.start_ms
             self.partitions |= transit.partitions
         elif to.is_prepare:
-            if not same_producer or self.partitions != transit.partitions or self.timeout_ms != transit.timeout_ms \
-                    or self.start_ms != transit.start_ms:
+            tv2 = transit.client_tv >= TV2
+            ok_producer = (transit.producer_id == self.producer_id
+                           and (transit.last_producer_epoch if tv2 else transit.producer_epoch) == self.producer_epoch)
+            # a TV2 abort of a transaction that never became Ongoing starts with the abort
+            started = self.start_ms == transit.start_ms or (tv2 and self.state is not TxnState.ONGOING)
+            if not ok_producer or self.partitions != transit.partitions or self.timeout_ms != transit.timeout_ms \
+                    or not started:
                 self._fail(transit)
+            self.start_ms = transit.start_ms
+            if tv2:
+                self.producer_epoch = transit.producer_epoch
+                self.last_producer_epoch = transit.last_producer_epoch
+                self.next_producer_id = transit.next_producer_id
         elif to in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
-            if not same_producer or self.timeout_ms != transit.timeout_ms or transit.start_ms == -1:
+            tv2 = transit.client_tv >= TV2
+            rotated = tv2 and transit.producer_id != self.producer_id and transit.producer_id == self.next_producer_id \
+                and transit.producer_epoch == 0
+            if not (same_producer or rotated) or self.timeout_ms != transit.timeout_ms or transit.start_ms == -1:
                 self._fail(transit)
             self.start_ms = transit.start_ms
             self.partitions.clear()
+            if tv2:
+                self.producer_id = transit.producer_id
+                self.last_producer_id = transit.last_producer_id
+                self.producer_epoch = transit.producer_epoch
+                self.last_producer_epoch = transit.last_producer_epoch
+                self.next_producer_id = transit.next_producer_id
         else:  # PrepareEpochFence is never completed; Dead ends in removal from the cache
             self._fail(transit)
         self.update_ms = transit.update_ms
+        self.client_tv = transit.client_tv
         self.pending_state = None
         self.state = to
 
@@ -265,4 +319,4 @@ class TxnMetadata:
     def from_transit(cls, transactional_id: str, t: TxnTransit) -> "TxnMetadata":
         """Metadata loaded from the log."""
         return cls(transactional_id, t.producer_id, t.producer_epoch, t.timeout_ms, t.state, set(t.partitions),
-                   t.start_ms, t.update_ms, t.last_producer_id, t.last_producer_epoch)
+                   t.start_ms, t.update_ms, t.last_producer_id, t.last_producer_epoch, t.next_producer_id, t.client_tv)

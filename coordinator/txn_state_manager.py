@@ -23,7 +23,16 @@ from minikafka.protocol.record_batch import iter_headers
 from minikafka.storage.producer_state import AppendOrigin
 
 from .partitioning import partition_for
-from .txn_log import TxnLogFormatError, decode_key, decode_value, encode_batch, encode_key, encode_value, iter_records
+from .txn_log import (
+    VALUE_VERSION,
+    TxnLogFormatError,
+    decode_key,
+    decode_value,
+    encode_batch,
+    encode_key,
+    encode_value,
+    iter_records,
+)
 from .txn_state import TxnMetadata, TxnState, TxnTransit
 
 log = logging.getLogger(__name__)
@@ -44,12 +53,14 @@ class CoordinatorUnavailable(Exception):
 
 class TxnStateManager:
     def __init__(self, catalog: Any, num_partitions: int, segment_bytes: int, min_isr: int = 1,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 value_version: Callable[[], int] = lambda: VALUE_VERSION) -> None:
         self.catalog = catalog
         self.configured_partitions = num_partitions
         self.segment_bytes = segment_bytes
         self.min_isr = min_isr
         self.clock = clock
+        self.value_version = value_version  # TransactionLogValue version to write (by transaction.version)
         self.coordinator_epoch = COORDINATOR_LEADER_EPOCH
         self.cache: dict[int, dict[str, TxnMetadata]] = {}
         self.loading: set[int] = set()
@@ -210,7 +221,7 @@ class TxnStateManager:
         try:
             if plog is None:
                 raise CoordinatorUnavailable(ke.NotCoordinatorError.errno, f"{TXN_TOPIC}-{p} is not hosted here")
-            value = None if transit.state is TxnState.DEAD else encode_value(transit)
+            value = None if transit.state is TxnState.DEAD else encode_value(transit, self.value_version())
             batch = encode_batch([(encode_key(txn_id), value)], self.now_ms())
             plog.append(batch, leader_epoch=COORDINATOR_LEADER_EPOCH, origin=AppendOrigin.COORDINATOR)
         except BaseException:

@@ -293,7 +293,8 @@ class PartitionLog:
     # ---------------------------------------------------------------- append
 
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int | None = None,
-               origin: AppendOrigin = AppendOrigin.CLIENT, validated: bool = False) -> AppendInfo:
+               origin: AppendOrigin = AppendOrigin.CLIENT, validated: bool = False,
+               transaction_version: int = 0) -> AppendInfo:
         """Validate, assign offsets (per batch, patching the copy), roll if needed, write, index, all
         in the calling (owner) thread; appends still being written by `begin_append` are waited for
         first, so once this returns the bytes are in the file and visible.
@@ -303,10 +304,13 @@ class PartitionLog:
 
         Raises CorruptRecordError / InvalidRecordError / UnsupportedMagicError from validation,
         RecordTooLargeError if a batch exceeds max.message.bytes, RecordBatchTooLargeError if the
-        whole payload exceeds segment.bytes, KafkaStorageError on I/O failure.
+        whole payload exceeds segment.bytes, KafkaStorageError on I/O failure. `transaction_version`
+        is that of the transaction the batches belong to: 2 makes a marker (WriteTxnMarkers v2,
+        KIP-1228) need a producer epoch newer than the data's, and a transactional batch start at
+        sequence 0 where its producer has no batches yet.
         """
         self.drain_writes()
-        prepared = self._prepare(records, leader_epoch, origin, validated)
+        prepared = self._prepare(records, leader_epoch, origin, validated, transaction_version)
         if isinstance(prepared, AppendInfo):
             return prepared
         segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
@@ -315,8 +319,8 @@ class PartitionLog:
         return self._published(prepared, segment)
 
     def begin_append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int | None = None,
-                     origin: AppendOrigin = AppendOrigin.CLIENT,
-                     validated: bool = False) -> "AppendInfo | asyncio.Future[AppendInfo]":
+                     origin: AppendOrigin = AppendOrigin.CLIENT, validated: bool = False,
+                     transaction_version: int = 0) -> "AppendInfo | asyncio.Future[AppendInfo]":
         """`append` with the file write on the log dir's writer thread (storage/append_writer.py);
         appends of at most INLINE_WRITE_BYTES with nothing pending are written at once (-> AppendInfo).
 
@@ -330,7 +334,7 @@ class PartitionLog:
         loop = asyncio.get_running_loop()
         if self._rewinding:
             raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
-        prepared = self._prepare(records, leader_epoch, origin, validated)
+        prepared = self._prepare(records, leader_epoch, origin, validated, transaction_version)
         if isinstance(prepared, AppendInfo):  # a retry: answered once the original is published
             if not self._pending:
                 return prepared
@@ -431,7 +435,7 @@ class PartitionLog:
             self._rewinding = False
 
     def _prepare(self, records: bytes | bytearray | memoryview, leader_epoch: int | None, origin: AppendOrigin,
-                 validated: bool) -> "_Prepared | AppendInfo":
+                 validated: bool, transaction_version: int = 0) -> "_Prepared | AppendInfo":
         """Validate and assign offsets from the next free one (patching `records` or a copy); a
         duplicate of one of the producer's last batches -> its original AppendInfo. Touches no state."""
         cfg = self._config
@@ -471,11 +475,12 @@ class PartitionLog:
                 if header.attributes & CONTROL_MASK:  # a transaction marker (only coordinators write these)
                     marker = parse_marker(buf, pos)
                     completed = None if marker is None else self._producers.prepare_marker(
-                        header, offset, marker[0], marker[1], batch_ts, origin, producers)
+                        header, offset, marker[0], marker[1], batch_ts, origin, producers, transaction_version)
                     if completed is not None:
                         completed_txns = [*(completed_txns or ()), completed]
                 else:
-                    duplicate = self._producers.prepare(header, offset, batch_ts, origin, producers)
+                    duplicate = self._producers.prepare(header, offset, batch_ts, origin, producers,
+                                                        transaction_version)
                     if duplicate is not None:  # a retry: answer with the original offsets, append nothing
                         return AppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                                           self._log_start_offset)

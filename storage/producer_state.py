@@ -47,6 +47,8 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
 INT32_MAX = 2**31 - 1
+SHORT_MAX = 2**15 - 1
+TV2 = 2  # transaction.version whose markers carry an epoch bumped past the transaction's data
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -216,16 +218,22 @@ class ProducerAppendInfo:
             self.started_txn_first_offset = first_offset
 
     def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, commit: bool, offset: int,
-                              timestamp: int) -> CompletedTxn | None:
+                              timestamp: int, transaction_version: int = 0) -> CompletedTxn | None:
         """A COMMIT/ABORT marker at `offset` ends the producer's transaction (Kafka appendEndTxnMarker).
         Outside replay, the marker's producer epoch may not be older than the producer's
         (InvalidProducerEpochError) nor its coordinator epoch older than the last marker's
-        (TransactionCoordinatorFencedError). Returns the completed transaction, None if none was open."""
+        (TransactionCoordinatorFencedError). A TV2 marker carries the epoch the coordinator bumped
+        when the transaction ended, so it must be newer than the producer's epoch here; the same epoch
+        passes only as a retry of a marker already written (no transaction open) or at epoch
+        Short.MAX_VALUE. Returns the completed transaction, None if none was open."""
         if self.origin is not AppendOrigin.REPLICATION:
-            if epoch < self.epoch:
+            current = self.epoch
+            tv2 = transaction_version >= TV2
+            if (epoch <= current if tv2 else epoch < current) and not (
+                    tv2 and epoch == current and (self.txn_first_offset < 0 or epoch == SHORT_MAX)):
                 raise InvalidProducerEpochError(
-                    f"Epoch of producer {self.producer_id} at offset {offset} is {epoch}, which is smaller "
-                    f"than the last seen epoch {self.epoch}")
+                    f"Epoch of producer {self.producer_id} at offset {offset} is {epoch}, which is "
+                    f"{'<=' if tv2 else '<'} the last seen epoch {current} (TV{transaction_version})")
             if self.coordinator_epoch > coordinator_epoch:
                 raise TransactionCoordinatorFencedError(
                     f"Invalid coordinator epoch for producer {self.producer_id} at offset {offset}: "
@@ -258,13 +266,15 @@ class ProducerStateManager:
     # ---------------------------------------------------------------- validation / update
 
     def prepare(self, header: BatchHeader, first_offset: int, timestamp: int, origin: AppendOrigin,
-                pending: dict[int, ProducerAppendInfo]) -> BatchMetadata | None:
+                pending: dict[int, ProducerAppendInfo], transaction_version: int = 0) -> BatchMetadata | None:
         """Check one batch (offsets already assigned) of producer `header.producer_id`.
 
         Returns the original batch's metadata if the batch is a client retry of one of the producer's
         last batches (append nothing), else None after recording the batch in `pending` (commit with
         `update` once the bytes are written). Raises OutOfOrderSequenceError, InvalidProducerEpochError,
-        InvalidTxnStateError.
+        InvalidTxnStateError. `transaction_version` 2: a transactional batch of a TV2 client (its epoch
+        moves on with every transaction), which must start at sequence 0 where the producer has no
+        batches (Kafka's check for TV2 verified appends), unlike KIP-360's "any sequence".
         """
         pid = header.producer_id
         epoch = header.producer_epoch
@@ -283,6 +293,12 @@ class ProducerStateManager:
                     return batch  # a retry: the caller answers with these offsets
         info = pending.get(pid)
         if info is None:
+            if (transaction_version >= TV2 and first_seq != 0 and origin is AppendOrigin.CLIENT
+                    and (current is None or not current.batches)):
+                raise OutOfOrderSequenceError(
+                    f"Invalid sequence number for producer {pid} at offset {first_offset}: {first_seq} (incoming "
+                    "seq. number). Expected sequence 0 for transactions v2 idempotent producer with no existing "
+                    "state.")
             info = pending[pid] = ProducerAppendInfo(
                 pid, current if current is not None else ProducerStateEntry(pid), origin)
         info.append_data_batch(epoch, first_seq, last_seq, timestamp, first_offset, first_offset + delta,
@@ -290,8 +306,8 @@ class ProducerStateManager:
         return None
 
     def prepare_marker(self, header: BatchHeader, offset: int, commit: bool, coordinator_epoch: int,
-                       timestamp: int, origin: AppendOrigin,
-                       pending: dict[int, ProducerAppendInfo]) -> CompletedTxn | None:
+                       timestamp: int, origin: AppendOrigin, pending: dict[int, ProducerAppendInfo],
+                       transaction_version: int = 0) -> CompletedTxn | None:
         """Check a transaction marker (control batch) at `offset`; returns the transaction it completes
         (commit with `update`, then `complete_txn`). Raises InvalidProducerEpochError,
         TransactionCoordinatorFencedError."""
@@ -301,7 +317,8 @@ class ProducerStateManager:
             current = self.producers.get(pid)
             info = pending[pid] = ProducerAppendInfo(
                 pid, current if current is not None else ProducerStateEntry(pid), origin)
-        return info.append_end_txn_marker(header.producer_epoch, coordinator_epoch, commit, offset, timestamp)
+        return info.append_end_txn_marker(header.producer_epoch, coordinator_epoch, commit, offset, timestamp,
+                                          transaction_version)
 
     def update(self, info: ProducerAppendInfo) -> None:
         """Commit a validated append (Kafka's ProducerStateEntry.update)."""

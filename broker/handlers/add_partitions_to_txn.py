@@ -18,14 +18,16 @@ FENCED_SINCE = 2
 
 
 def _results(state: BrokerState, coord: TransactionCoordinator, txn_id: str, pid: int, epoch: int, topics,
-             verify_only: bool) -> dict[tuple[str, int], int]:
+             verify_only: bool, batched: bool = False) -> dict[tuple[str, int], int]:
     parts = [(t.name, p) for t in topics for p in t.partitions]
     unknown = unknown_partitions(state, parts)
     if unknown:
         return {tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in parts}
     if verify_only:
         return coord.verify_partitions(txn_id, pid, epoch, parts)
-    code = coord.add_partitions(txn_id, pid, epoch, set(parts))
+    # the batched broker form (v4+) stands for a TV2 partition leader adding its partition (Kafka:
+    # transactionVersionForAddPartitionsToTxn)
+    code = coord.add_partitions(txn_id, pid, epoch, set(parts), client_tv=2 if batched else 0)
     return {tp: code for tp in parts}
 
 
@@ -50,7 +52,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
     results = []
     for txn in req.transactions:
         errors = _results(state, coord, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
-                          verify_only=txn.verify_only)
+                          verify_only=txn.verify_only, batched=True)
         results.append(Result(transactional_id=txn.transactional_id,
                               topic_results=_topic_results(errors, Result.AddPartitionsToTxnTopicResult)))
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)

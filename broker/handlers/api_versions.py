@@ -1,4 +1,6 @@
-"""ApiVersions: advertises exactly the dispatch table."""
+"""ApiVersions: advertises exactly the dispatch table, plus the supported and finalized feature
+versions (v3+, broker/features.py). As Kafka does (KIP-1022), requests below v4 are not told about
+supported features whose range starts at 0: older clients assumed a minimum of 1."""
 from __future__ import annotations
 
 import re
@@ -9,11 +11,25 @@ from ..connection import api_versions_list
 from ..context import RequestContext
 from ..registry import handles
 
-
 # Kafka ApiVersionsRequest.isValid (v3+): client software name and version must match this, else
 # INVALID_REQUEST with an empty api_keys list (ApiVersionsRequest.getErrorResponse)
 _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 INVALID_REQUEST = 42
+FEATURE_LEVEL_0_SINCE = 4
+
+
+def _features(ctx: RequestContext) -> dict:
+    features = getattr(ctx.broker, "features", None)
+    if features is None or ctx.api_version < 3:
+        return {"supported_features": [], "finalized_features_epoch": -1, "finalized_features": []}
+    drop_min_0 = ctx.api_version < FEATURE_LEVEL_0_SINCE
+    supported = [ApiVersionsResponse.SupportedFeatureKey(name=f.name, min_version=f.min_version,
+                                                         max_version=f.max_version)
+                 for f in features.supported() if not (drop_min_0 and f.min_version == 0)]
+    finalized = [ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+                 for name, level in sorted(features.finalized().items())]
+    return {"supported_features": supported, "finalized_features_epoch": features.epoch,
+            "finalized_features": finalized}
 
 
 @handles(ApiVersionsRequest, ApiVersionsResponse, 0, 4)
@@ -22,5 +38,4 @@ async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> A
                                      and _SOFTWARE_NAME_VERSION.fullmatch(req.client_software_version)):
         return ApiVersionsResponse(error_code=INVALID_REQUEST, api_keys=[], throttle_time_ms=0,
                                    supported_features=[], finalized_features_epoch=-1, finalized_features=[])
-    return ApiVersionsResponse(error_code=0, api_keys=api_versions_list(), throttle_time_ms=0,
-                               supported_features=[], finalized_features_epoch=-1, finalized_features=[])
+    return ApiVersionsResponse(error_code=0, api_keys=api_versions_list(), throttle_time_ms=0, **_features(ctx))

@@ -1,5 +1,6 @@
-"""EndTxn: commit or abort the producer's transaction. Versions 0-4 (v5 is KIP-890 part 2's epoch bump
-per transaction, which comes with transaction.version 2, not offered here)."""
+"""EndTxn: commit or abort the producer's transaction. v0-4 end it with the producer's epoch (TV1);
+v5 (KIP-890 part 2, a client of transaction.version 2) ends it with an epoch bump and answers with
+the producer id/epoch the client continues with (a new producer id once the epochs run out)."""
 from __future__ import annotations
 
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
@@ -9,9 +10,13 @@ from ..registry import handles
 from .txn_common import for_version
 
 FENCED_SINCE = 2
+TV2_SINCE = 5
 
 
-@handles(EndTxnRequest, EndTxnResponse, 0, 4)
+@handles(EndTxnRequest, EndTxnResponse, 0, 5)
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
-    code = ctx.broker.txns.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
-    return EndTxnResponse(throttle_time_ms=0, error_code=for_version(code, ctx.api_version, FENCED_SINCE))
+    version = ctx.api_version
+    res = ctx.broker.txns.end_transaction(req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+                                          client_tv=2 if version >= TV2_SINCE else 0)
+    return EndTxnResponse(throttle_time_ms=0, error_code=for_version(res.error_code, version, FENCED_SINCE),
+                          producer_id=res.producer_id, producer_epoch=res.producer_epoch)

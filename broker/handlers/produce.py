@@ -43,6 +43,7 @@ from ..errors import error_code, error_message
 from ..registry import handles
 from ..state import BrokerState
 from .common import LEADER_EPOCH, topic_name_for_id
+from .txn_common import IMPLICIT_ADD_PRODUCE_VERSION as TV2_PRODUCE_VERSION
 from .txn_common import verify_transactional_produce
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -54,6 +55,7 @@ PRODUCER_STATE_ERRORS = (se.OutOfOrderSequenceError, se.InvalidProducerEpochErro
 INLINE_INFLATED_BYTES = 4 << 20
 YIELD_EVERY_BYTES = 1 << 20
 BatchError = PartitionResponse.BatchIndexAndErrorMessage
+TV2 = 2  # a transactional Produce v12+ comes from a transaction.version 2 client
 
 
 def _error(index: int, code: int, message: str | None = None, log_start_offset: int = -1,
@@ -120,7 +122,8 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
                 return _error(index, ke.UnknownTopicOrPartitionError.errno)
             if transactional and (refused := unverified()) is not None:
                 return refused
-        appended = plog.begin_append(records, leader_epoch=LEADER_EPOCH, validated=validated)
+        appended = plog.begin_append(records, leader_epoch=LEADER_EPOCH, validated=validated,
+                                     transaction_version=TV2 if transactional and version >= TV2_PRODUCE_VERSION else 0)
     except RecordValidationError as exc:
         return _error(index, error_code(exc), error_message(exc), record_errors=exc.record_errors)
     except PRODUCER_STATE_ERRORS as exc:

@@ -5,7 +5,9 @@ Checked in Kafka's order: unknown partitions; then (KIP-890) that the group's pa
 producer's open transaction at this epoch (AddOffsetsToTxn put it there), with the verification
 errors mapped as Kafka maps them for TxnOffsetCommit (fenced -> INVALID_PRODUCER_EPOCH, not in the
 transaction -> INVALID_TXN_STATE before v4); then the group coordinator (KIP-447 generation/member
-checks, the transactional write of the offsets)."""
+checks, the transactional write of the offsets). v5 (a TV2 client, KIP-890 part 2) adds the group's
+partition to the open transaction itself, as Produce v12+ does for data partitions; it never sent
+AddOffsetsToTxn."""
 from __future__ import annotations
 
 import logging
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 TopicResponse = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartitionResponse = TopicResponse.TxnOffsetCommitResponsePartition
 ABORTABLE_SINCE = 4
+IMPLICIT_ADD_SINCE = 5
 
 
 def _verification_error(code: int, version: int) -> int:
@@ -41,7 +44,7 @@ def _response(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
                                                                for t, ps in by_topic.items()])
 
 
-@handles(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4)
+@handles(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5)
 async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     state = ctx.broker
     version = ctx.api_version
@@ -53,8 +56,12 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequ
     known = [r for r in rows if (r[0], r[1]) not in unknown]
     if known:
         group_tp = (GROUP_TOPIC, state.txns.group_partition(req.group_id))
-        code = state.txns.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                            [group_tp])[group_tp]
+        if version >= IMPLICIT_ADD_SINCE:
+            code = state.txns.verify_produce(req.transactional_id, req.producer_id, req.producer_epoch, group_tp,
+                                             add_if_missing=True)
+        else:
+            code = state.txns.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                [group_tp])[group_tp]
         if code:
             errors.update({(t, p): _verification_error(code, version) for t, p, *_ in known})
         else:

@@ -1,6 +1,7 @@
 """WriteTxnMarkers: append COMMIT/ABORT markers as a coordinator would (the in-process coordinator uses
 the same path). Per partition: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH for a marker older
-than the producer's epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch."""
+than the producer's epoch (TV2, v2's transaction_version 2: not newer than it), TRANSACTION_COORDINATOR_FENCED
+for an older coordinator epoch."""
 from __future__ import annotations
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -22,7 +23,8 @@ async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequ
         for t in m.topics:
             parts = [PartitionResult(partition_index=p,
                                      error_code=writer.write(t.name, p, m.producer_id, m.producer_epoch,
-                                                             m.transaction_result, m.coordinator_epoch))
+                                                             m.transaction_result, m.coordinator_epoch,
+                                                             m.transaction_version if ctx.api_version >= 2 else 0))
                      for p in t.partition_indexes]
             topics.append(TopicResult(name=t.name, partitions=parts))
         markers.append(MarkerResult(producer_id=m.producer_id, topics=topics))

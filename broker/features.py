@@ -1,0 +1,202 @@
+"""Feature versions (KIP-584, KIP-1022): the feature ranges this broker supports, the levels
+finalized for the cluster, and their changes (UpdateFeatures).
+
+Invariants:
+- A finalized level always lies inside the feature's supported range; level 0 means "not finalized"
+  (Kafka removes the feature from the finalized set), except metadata.version, which is always set.
+- The finalized levels and their epoch live in one file of the first log dir, replaced atomically
+  (temp file + fsync + rename), so they survive restart and kill -9; a new data dir starts from the
+  levels Kafka 4.3 finalizes on a freshly formatted cluster.
+- The epoch grows with every change that is applied (never with a validate-only request), so a
+  client that picks the newest finalized set by epoch (the Java client does) sees every change.
+
+What the levels mean here: transaction.version >= 2 lets clients run transactions with epoch bumps
+per transaction (KIP-890 part 2; the coordinator follows the version each request carries, as Kafka
+does, and uses the finalized level for the aborts it starts itself); group.version >= 1 enables the
+consumer group protocol (KIP-848). The other features are reported as Kafka reports them.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+import kafka.errors as ke
+
+from ..storage.partition_metadata import atomic_write
+
+log = logging.getLogger(__name__)
+
+FEATURES_FILE = "finalized-features.json"
+FILE_VERSION = 1
+INITIAL_EPOCH = 1
+
+METADATA_VERSION = "metadata.version"
+TRANSACTION_VERSION = "transaction.version"
+GROUP_VERSION = "group.version"
+
+INVALID_UPDATE_VERSION = ke.InvalidUpdateVersionError.errno
+
+# UpdateFeatures upgrade types (FeatureUpdate.UpgradeType)
+UPGRADE = 1
+SAFE_DOWNGRADE = 2
+UNSAFE_DOWNGRADE = 3
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """One feature: the range this broker supports and its level on a new cluster."""
+    name: str
+    min_version: int
+    max_version: int
+    default_level: int
+    dependencies: dict[str, int] = field(default_factory=dict)
+
+    def range_text(self) -> str:
+        """Kafka's VersionRange.toString."""
+        if self.min_version == self.max_version:
+            return str(self.min_version)
+        return f"{self.min_version}-{self.max_version}"
+
+
+# What Kafka 4.3.1 reports in ApiVersions on a freshly formatted single-node KRaft cluster.
+SUPPORTED: dict[str, FeatureSpec] = {spec.name: spec for spec in (
+    FeatureSpec(METADATA_VERSION, 7, 30, 30),
+    FeatureSpec("kraft.version", 0, 1, 0),
+    FeatureSpec(TRANSACTION_VERSION, 0, 2, 2),
+    FeatureSpec(GROUP_VERSION, 0, 1, 1),
+    FeatureSpec("eligible.leader.replicas.version", 0, 1, 1, {METADATA_VERSION: 23}),
+    FeatureSpec("share.version", 0, 1, 1),
+    FeatureSpec("streams.version", 0, 1, 1),
+)}
+
+
+class FeatureUpdate(NamedTuple):
+    feature: str
+    level: int
+    upgrade_type: int = UPGRADE
+
+
+class FeatureUpdateError(Exception):
+    """An UpdateFeatures request that cannot be applied: Kafka's error code and message."""
+
+    def __init__(self, errno: int, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.message = message
+
+
+def _invalid(feature: str, level: int, reason: str) -> FeatureUpdateError:
+    return FeatureUpdateError(INVALID_UPDATE_VERSION, f"Invalid update version {level} for feature {feature}. {reason}")
+
+
+class FeatureState:
+    """Finalized feature levels of the cluster (one broker: it is the controller too)."""
+
+    def __init__(self, path: Path, node_id: int = 1) -> None:
+        self.path = Path(path)
+        self.node_id = node_id
+        self._lock = threading.Lock()
+        self.epoch, self._levels = self._load()
+
+    # ---------------------------------------------------------------- persistence
+
+    def _load(self) -> tuple[int, dict[str, int]]:
+        defaults = {name: spec.default_level for name, spec in SUPPORTED.items() if spec.default_level > 0}
+        if not self.path.exists():
+            self._write(INITIAL_EPOCH, defaults)
+            return INITIAL_EPOCH, defaults
+        try:
+            doc = json.loads(self.path.read_text())
+            epoch = int(doc["epoch"])
+            levels = {str(k): int(v) for k, v in doc["features"].items()}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RuntimeError(f"cannot read finalized features from {self.path}: {exc}") from exc
+        for name, level in list(levels.items()):
+            spec = SUPPORTED.get(name)
+            if spec is None or not spec.min_version <= level <= spec.max_version:
+                raise RuntimeError(f"{self.path}: finalized {name}={level} is not supported by this broker")
+            if level == 0 and name != METADATA_VERSION:
+                del levels[name]
+        levels.setdefault(METADATA_VERSION, SUPPORTED[METADATA_VERSION].default_level)
+        return epoch, levels
+
+    def _write(self, epoch: int, levels: dict[str, int]) -> None:
+        doc = {"version": FILE_VERSION, "epoch": epoch, "features": dict(sorted(levels.items()))}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, (json.dumps(doc, indent=1) + "\n").encode())
+
+    # ---------------------------------------------------------------- queries
+
+    def level(self, name: str) -> int:
+        """The finalized level of `name`, 0 when it is not finalized."""
+        return self._levels.get(name, 0)
+
+    def finalized(self) -> dict[str, int]:
+        return dict(self._levels)
+
+    @staticmethod
+    def supported() -> list[FeatureSpec]:
+        return list(SUPPORTED.values())
+
+    @property
+    def transaction_version(self) -> int:
+        return self.level(TRANSACTION_VERSION)
+
+    # ---------------------------------------------------------------- UpdateFeatures
+
+    def update(self, updates: Iterable[FeatureUpdate], validate_only: bool = False) -> None:
+        """Apply all updates or none (Kafka's controller writes them as one atomic batch); raises
+        FeatureUpdateError with Kafka's code and message for the first update that cannot be applied."""
+        updates = list(updates)
+        with self._lock:
+            proposed = dict(self._levels)
+            for u in updates:
+                proposed[u.feature] = u.level
+            for u in updates:
+                self._check(u, proposed)
+            if validate_only or not updates:
+                return
+            levels = dict(self._levels)
+            for u in updates:
+                if u.level == 0 and u.feature != METADATA_VERSION:
+                    levels.pop(u.feature, None)
+                else:
+                    levels[u.feature] = u.level
+            epoch = self.epoch + 1
+            self._write(epoch, levels)
+            self.epoch, self._levels = epoch, levels
+        log.info("finalized features changed (epoch %d): %s", epoch,
+                 ", ".join(f"{u.feature}={u.level}" for u in updates))
+
+    def _check(self, u: FeatureUpdate, proposed: dict[str, int]) -> None:
+        name, level = u.feature, u.level
+        if u.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            raise _invalid(name, level, "The controller does not support the given upgrade type.")
+        current = self._levels.get(name, 0)
+        if level < 0:
+            raise _invalid(name, level, "A feature version cannot be less than 0.")
+        spec = SUPPORTED.get(name)
+        if spec is None or not spec.min_version <= level <= spec.max_version:
+            what = f"Local controller {self.node_id}"
+            reason = (f"{what} does not support this feature." if spec is None
+                      else f"{what} only supports versions {spec.range_text()}")
+            raise _invalid(name, level, reason)
+        if level < current and u.upgrade_type == UPGRADE:
+            raise _invalid(name, level, "Can't downgrade the version of this feature without setting the upgrade "
+                                        "type to either safe or unsafe downgrade.")
+        if level > current and u.upgrade_type != UPGRADE:
+            raise _invalid(name, level, "Can't downgrade to a newer version.")
+        if name == METADATA_VERSION:
+            if level < current:
+                raise FeatureUpdateError(INVALID_UPDATE_VERSION, f"Unsupported metadata.version downgrade from "
+                                         f"{current} to {level}. Refusing to perform the requested downgrade because "
+                                         "it might delete metadata information.")
+            return
+        for dep, needed in spec.dependencies.items():
+            if level >= 1 and proposed.get(dep, 0) < needed:
+                raise _invalid(name, level, f"{name} could not be set to {level} because it depends on {dep} "
+                                            f"level {needed}")
