@@ -81,6 +81,18 @@ DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": str(2**31 - 1),
+    # KIP-848 consumer groups (coordinator/consumer/config.py)
+    "group.coordinator.rebalance.protocols": "classic,consumer,streams",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+                                "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+    "group.consumer.max.size": str(2**31 - 1),
+    "group.consumer.migration.policy": "bidirectional",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
     "offset.metadata.max.bytes": "4096",

@@ -55,7 +55,9 @@ class GroupOffsets:
         group = self.groups.get(group_id)
         created = False
         try:
-            if group is None:
+            if group_id in self.consumer.groups:  # a KIP-848 group: generation_id is the member epoch
+                self.consumer.validate_offset_commit(group_id, member_id, generation_id, api_version)
+            elif group is None:
                 if generation_id >= 0:
                     # v9+ says so; older versions keep the historical ILLEGAL_GENERATION
                     return fail(GROUP_ID_NOT_FOUND if api_version >= 9 else ILLEGAL_GENERATION)
@@ -64,7 +66,7 @@ class GroupOffsets:
                 self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
         except GroupError as exc:
             return fail(exc.errno)
-        if generation_id >= 0 and member_id in group.members:
+        if generation_id >= 0 and group is not None and member_id in group.members:
             self._reschedule_heartbeat(group, group.members[member_id])
         now = self._now_ms()
         expire = now + retention_time_ms if retention_time_ms is not None and retention_time_ms >= 0 else -1
@@ -111,7 +113,9 @@ class GroupOffsets:
         group = self.groups.get(group_id)
         created = False
         try:
-            if group is None:
+            if group_id in self.consumer.groups:  # a KIP-848 group: generation_id is the member epoch
+                self.consumer.validate_offset_commit(group_id, member_id, generation_id, None, transactional=True)
+            elif group is None:
                 if generation_id >= 0:
                     return fail(ILLEGAL_GENERATION)
                 group, created = ClassicGroup(group_id, GroupState.EMPTY, now_ms=self._now_ms()), True
@@ -160,16 +164,20 @@ class GroupOffsets:
         if not transactional and group.is_in(GroupState.COMPLETING_REBALANCE):
             raise group_error(ke.RebalanceInProgressError)
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
-        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]); topics None = all."""
+        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]); topics None = all.
+        `member_id` / `member_epoch` (OffsetFetch v9+) are checked against a KIP-848 group's member."""
         if self.topic_exists:
             try:
                 self._check_partition(group_id)
+                if group_id in self.consumer.groups:
+                    self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
             except GroupError as exc:
                 return exc.errno, []
         group = self.groups.get(group_id)
-        known = group is not None and not group.is_in(GroupState.DEAD)
+        known = (group is not None and not group.is_in(GroupState.DEAD)) or group_id in self.consumer.groups
         out: list[tuple[str, list[tuple[int, int, int, str, int]]]] = []
         if topics is None:
             if not known:

@@ -44,6 +44,14 @@ class GroupMembership:
             return JoinResult(error=exc.errno, member_id=member_id)
         except Exception as exc:
             return JoinResult(error=self._error_code(exc), member_id=member_id)
+        if group_id in self.consumer.groups:
+            # a KIP-848 group: an empty one is converted back to a classic group, else the protocols clash
+            try:
+                self.consumer.delete_group(group_id)
+            except GroupError:
+                return JoinResult(error=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            except AppendFailed as exc:
+                return JoinResult(error=exc.errno, member_id=member_id)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         unknown = member_id == ""
         group = self.groups.get(group_id)
