@@ -213,15 +213,20 @@ class GroupOffsets:
         except GroupError as exc:
             return exc.errno, {}
         group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:  # KIP-848: offsets of topics no member subscribes to may go
+            is_subscribed_to = consumer_group.subscribed_topic_names().__contains__
+        elif group is None or group.is_in(GroupState.DEAD):
             return GROUP_ID_NOT_FOUND, {}
-        if (group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
+        elif (group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
                 and not group.uses_consumer_protocol()):
             return NON_EMPTY_GROUP, {}
+        else:
+            is_subscribed_to = group.is_subscribed_to
         results: dict[tuple[str, int], int] = {}
         doomed: list[tuple[str, int]] = []
         for topic, partition in partitions:
-            if group.is_subscribed_to(topic):
+            if is_subscribed_to(topic):
                 results[(topic, partition)] = GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             results[(topic, partition)] = NONE

@@ -10,7 +10,6 @@ Kafka's GroupMetadataManager (consumerGroupHeartbeat / consumerGroupLeave / fenc
 from __future__ import annotations
 
 import base64
-import copy
 import logging
 import re
 import time
@@ -170,7 +169,7 @@ class ConsumerGroupCoordinator:
     def _heartbeat(self, req: HeartbeatRequestData, api_version: int,
                    settings: ConsumerGroupSettings) -> HeartbeatResult:
         group, created = self._group_for(req.group_id, create=req.member_epoch == 0)
-        snapshot = None if created else copy.deepcopy(group)
+        snapshot = None if created else group.snapshot()
         change = _Change()
         bump = is_new = False
         member_id = req.member_id
@@ -319,7 +318,7 @@ class ConsumerGroupCoordinator:
             # a static member leaving temporarily keeps its assignment until its session times out
             left = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                   previous_member_epoch=member.member_epoch)
-            snapshot = copy.deepcopy(group)
+            snapshot = group.snapshot()
             try:
                 group.update_member(left)
                 self.base._append(group.group_id, [rec.current_assignment(group.group_id, left)], APPEND_ERRORS_GROUP)
@@ -333,7 +332,7 @@ class ConsumerGroupCoordinator:
 
     def _remove_member(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove a member (leave, session or rebalance timeout) and bump the group epoch."""
-        snapshot = copy.deepcopy(group)
+        snapshot = group.snapshot()
         try:
             group.remove_member(member_id)
             group.target.pop(member_id, None)

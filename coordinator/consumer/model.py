@@ -90,6 +90,15 @@ class ConsumerGroup:
     resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
     assignor_name: str = ""
 
+    def snapshot(self) -> "ConsumerGroup":
+        """A copy to restore if a change cannot be written (members and assignments are immutable,
+        so copying the containers is enough)."""
+        return dataclasses.replace(self, members=dict(self.members), target=dict(self.target),
+                                   static_members=dict(self.static_members),
+                                   partition_owner=dict(self.partition_owner),
+                                   subscription_metadata=dict(self.subscription_metadata),
+                                   resolved_regexes=dict(self.resolved_regexes))
+
     @property
     def state(self) -> ConsumerGroupState:
         if not self.members:
