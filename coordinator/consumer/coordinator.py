@@ -161,7 +161,7 @@ class ConsumerGroupCoordinator:
         if classic is not None:
             if create and not classic.members and not classic.pending_join_members:
                 return ConsumerGroup(group_id), True  # an empty classic group is replaced
-            raise _fail(ke.GroupIdNotFoundError, f"Group {group_id} is not a consumer group.")
+            raise _fail(ke.GroupIdNotFoundError, f"Group {group_id} is not a consumer group")
         if not create:
             raise _fail(ke.GroupIdNotFoundError, f"Consumer group {group_id} not found.")
         return ConsumerGroup(group_id), True
@@ -184,8 +184,8 @@ class ConsumerGroupCoordinator:
                 raise _fail(ke.UnknownMemberIdError, f"Member {member_id} is not a member of group {group.group_id}.")
             if req.instance_id is not None and group.static_members.get(req.instance_id) != member_id:
                 raise _fail(ke.FencedInstanceIdError,
-                            f"Static member {member_id} with instance id {req.instance_id} was fenced by another "
-                            f"member.")
+                            f"Static member {member_id} with instance id {req.instance_id} was fenced by member "
+                            f"{group.static_members.get(req.instance_id)}.")
             self._check_epoch(member, req.member_epoch, req.owned)
         updated = member.replace(
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
@@ -233,9 +233,10 @@ class ConsumerGroupCoordinator:
             if classic is not None:  # its GroupMetadata tombstone went out with this heartbeat's records
                 self.base._cancel_group_timers(classic)
         self._after_change(group, member, nxt, settings)
-        send_assignment = (req.member_epoch == 0 or nxt.assigned != member.assigned
-                           or (req.owned is not None and req.owned != nxt.assigned)
-                           or nxt.member_epoch != member.member_epoch)
+        full_request = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        send_assignment = full_request or nxt.assigned != member.assigned
         return HeartbeatResult(member_id=nxt.member_id, member_epoch=nxt.member_epoch,
                                heartbeat_interval_ms=settings.heartbeat_interval_ms,
                                assignment=nxt.assigned if send_assignment else None)
@@ -260,7 +261,8 @@ class ConsumerGroupCoordinator:
                 change.records += [rec.current_assignment(group.group_id, existing.member_id),
                                    rec.target_member(group.group_id, existing.member_id, None),
                                    rec.member_metadata(group.group_id, existing.member_id)]
-                member = existing.replace(member_id=member_id, member_epoch=_static_epoch(existing))
+                # its epochs restart at 0: reconciliation moves it to the target epoch with what it holds
+                member = existing.replace(member_id=member_id, member_epoch=0, previous_member_epoch=0)
                 if target is not None:
                     group.target[member_id] = target
                     change.records.append(rec.target_member(group.group_id, member_id, target))
@@ -301,7 +303,11 @@ class ConsumerGroupCoordinator:
     # ============================================================== leave / fence
 
     def _leave(self, req: HeartbeatRequestData) -> HeartbeatResult:
-        group, _ = self._group_for(req.group_id, create=False)
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.group_id in self.base.groups:
+                raise _fail(ke.GroupIdNotFoundError, f"Group {req.group_id} is not a consumer group")
+            raise _fail(ke.GroupIdNotFoundError, f"Group {req.group_id} not found.")
         if req.instance_id is not None:
             member_id = group.static_members.get(req.instance_id)
             if member_id is None:
@@ -316,8 +322,7 @@ class ConsumerGroupCoordinator:
                         f"Member {req.member_id} is not a member of group {group.group_id}.")
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # a static member leaving temporarily keeps its assignment until its session times out
-            left = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                  previous_member_epoch=member.member_epoch)
+            left = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
             snapshot = group.snapshot()
             try:
                 group.update_member(left)
@@ -623,18 +628,12 @@ class ConsumerGroupCoordinator:
         if group is not None:
             return 0, None, group
         if group_id in self.base.groups:
-            return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
+            return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group", None
         return GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self.base._catalog.by_id.get(topic_id)
         return info.name if info is not None else None
-
-
-def _static_epoch(existing: ConsumerMember) -> int:
-    """The epoch a static member resumes with: the one it had before it left (epoch -2)."""
-    return existing.previous_member_epoch if existing.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH \
-        else existing.member_epoch
 
 
 def _subset(a: Assignment, b: Assignment) -> bool:

@@ -24,9 +24,9 @@ def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment, own
     if member.state == MemberState.UNREVOKED_PARTITIONS:
         if owned is None or _overlaps(owned, member.pending_revocation):
             return member  # still waiting for the member to give the partitions up
-        return _next(member, target_epoch, target, owner_of)
+        return _next(member, target_epoch, target, owned, owner_of)
     if member.state == MemberState.UNRELEASED_PARTITIONS or member.member_epoch != target_epoch:
-        return _next(member, target_epoch, target, owner_of)
+        return _next(member, target_epoch, target, owned, owner_of)
     return member
 
 
@@ -34,7 +34,8 @@ def _overlaps(a: Assignment, b: Assignment) -> bool:
     return any(a.get(t, frozenset()) & ps for t, ps in b.items())
 
 
-def _next(member: ConsumerMember, target_epoch: int, target: Assignment, owner_of: OwnerOf) -> ConsumerMember:
+def _next(member: ConsumerMember, target_epoch: int, target: Assignment, owned: Assignment | None,
+          owner_of: OwnerOf) -> ConsumerMember:
     keep: dict[uuid.UUID, set[int]] = {}
     revoke: dict[uuid.UUID, set[int]] = {}
     unreleased = False
@@ -50,7 +51,7 @@ def _next(member: ConsumerMember, target_epoch: int, target: Assignment, owner_o
                 keep[t].add(p)
             else:
                 unreleased = True
-    if revoke:
+    if revoke and (owned is None or _overlaps(owned, revoke)):  # it may have dropped them already
         return member.replace(state=MemberState.UNREVOKED_PARTITIONS,
                               assigned=freeze({t: ps & target.get(t, frozenset())
                                                for t, ps in member.assigned.items()}),
