@@ -1,0 +1,162 @@
+"""ConsumerGroupHeartbeat / ConsumerGroupDescribe over raw sockets (KIP-848): the error cases a
+client cannot provoke, answered with Kafka's error codes, and member epochs in OffsetCommit and
+OffsetFetch. Runs against minikafka and Kafka (--broker=kafka)."""
+from __future__ import annotations
+
+import kafka.errors as ke
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+
+from tests.consumer_protocol_helpers import describe, heartbeat, owned_of, ready_coordinator
+from tests.group_helpers import create_topic, group_broker, unique  # noqa: F401  (fixture)
+from tests.helpers import RawClient
+
+INVALID_REQUEST = ke.InvalidRequestError.errno
+UNKNOWN_MEMBER_ID = ke.UnknownMemberIdError.errno
+FENCED_MEMBER_EPOCH = ke.FencedMemberEpochError.errno
+UNRELEASED_INSTANCE_ID = ke.UnreleasedInstanceIdError.errno
+UNSUPPORTED_ASSIGNOR = ke.UnsupportedAssignorError.errno
+GROUP_ID_NOT_FOUND = ke.GroupIdNotFoundError.errno
+STALE_MEMBER_EPOCH = ke.StaleMemberEpochError.errno
+NON_EMPTY_GROUP = ke.NonEmptyGroupError.errno
+INVALID_REGULAR_EXPRESSION = 128
+
+
+def topic_id(client: RawClient, topic: str):
+    from tests.helpers import metadata_raw
+    md = metadata_raw(client, [topic], version=12)
+    return md.topics[0].topic_id
+
+
+def test_heartbeat_errors(group_broker):
+    bs = group_broker.bootstrap
+    topic = create_topic(bs, unique("cgp-raw"), 2)
+    group = unique("cg-raw")
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        # v1 wants a client-generated member id
+        r = heartbeat(c, group, "", 0, topics=[topic])
+        assert r.error_code == INVALID_REQUEST, r
+        assert r.error_message == "MemberId can't be empty."
+        # the first heartbeat must carry the rebalance timeout, a subscription and no owned partitions
+        r = heartbeat(c, group, "m1", 0, topics=[topic], rebalance_timeout_ms=-1)
+        assert r.error_code == INVALID_REQUEST and r.error_message == "RebalanceTimeoutMs must be provided in first request."
+        r = heartbeat(c, group, "m1", 0, topics=None)
+        assert r.error_code == INVALID_REQUEST
+        r = heartbeat(c, group, "m1", -3, topics=[topic])
+        assert r.error_code == INVALID_REQUEST and r.error_message == "MemberEpoch is invalid."
+        r = heartbeat(c, group, "m1", 0, topics=[topic], assignor="nope")
+        assert r.error_code == UNSUPPORTED_ASSIGNOR, r
+        r = heartbeat(c, group, "m1", 0, regex="[")
+        assert r.error_code == INVALID_REGULAR_EXPRESSION, r
+        # an epoch > 0 for a group that does not exist
+        r = heartbeat(c, unique("cg-none"), "m1", 3)
+        assert r.error_code == GROUP_ID_NOT_FOUND, r
+
+        # a member joins: epoch 1, every partition, the broker's heartbeat interval
+        tid = topic_id(c, topic)
+        r = heartbeat(c, group, "m1", 0, topics=[topic])
+        assert r.error_code == 0 and r.member_id == "m1" and r.member_epoch == 1, r
+        assert r.heartbeat_interval_ms > 0
+        assert owned_of(r) == [(tid, [0, 1])]
+        # unknown member, epoch from the future, epoch from the past
+        assert heartbeat(c, group, "m2", 1).error_code == UNKNOWN_MEMBER_ID
+        r = heartbeat(c, group, "m1", 2)
+        assert r.error_code == FENCED_MEMBER_EPOCH, r
+        r = heartbeat(c, group, "m1", 1, owned=[(tid, [0, 1])])
+        assert r.error_code == 0 and r.member_epoch == 1
+
+        # ConsumerGroupDescribe
+        d = describe(c, group, unique("cg-none"))
+        g = d[group]
+        assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == \
+            (0, "Stable", 1, 1, "uniform")
+        (m,) = g.members
+        assert (m.member_id, m.member_epoch, m.subscribed_topic_names, m.member_type) == ("m1", 1, [topic], 1)
+        assert [(tp.topic_name, sorted(tp.partitions)) for tp in m.assignment.topic_partitions] == [(topic, [0, 1])]
+        missing = [v for k, v in d.items() if k != group][0]
+        assert missing.error_code == GROUP_ID_NOT_FOUND
+
+        # leave: epoch -1 answered with -1; then the member is unknown
+        r = heartbeat(c, group, "m1", -1)
+        assert (r.error_code, r.member_epoch) == (0, -1)
+        assert heartbeat(c, group, "m1", 1).error_code == UNKNOWN_MEMBER_ID
+        assert describe(c, group)[group].group_state == "Empty"
+
+
+def test_static_members(group_broker):
+    bs = group_broker.bootstrap
+    topic = create_topic(bs, unique("cgp-static"), 2)
+    group = unique("cg-static")
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        r = heartbeat(c, group, "a1", 0, topics=[topic], instance_id="inst")
+        assert r.error_code == 0 and r.member_epoch == 1
+        # the instance id is taken while a1 is active
+        r = heartbeat(c, group, "a2", 0, topics=[topic], instance_id="inst")
+        assert r.error_code == UNRELEASED_INSTANCE_ID, r
+        # a temporary leave (-2) keeps the assignment for the instance
+        r = heartbeat(c, group, "a1", -2, instance_id="inst")
+        assert (r.error_code, r.member_epoch) == (0, -2)
+        epoch = describe(c, group)[group].group_epoch
+        r = heartbeat(c, group, "a2", 0, topics=[topic], instance_id="inst")
+        assert r.error_code == 0 and r.member_epoch == 1 and r.member_id == "a2"
+        assert sorted(owned_of(r)[0][1]) == [0, 1]
+        g = describe(c, group)[group]
+        assert g.group_epoch == epoch and [m.member_id for m in g.members] == ["a2"]
+        # -2 without an instance id is refused
+        r = heartbeat(c, group, "a2", -2)
+        assert r.error_code == INVALID_REQUEST, r
+        assert heartbeat(c, group, "a2", -1, instance_id="inst").error_code == 0
+
+
+def test_member_epoch_in_offset_commit_and_fetch(group_broker):
+    bs = group_broker.bootstrap
+    topic = create_topic(bs, unique("cgp-commit"), 1)
+    group = unique("cg-commit")
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    Part = Topic.OffsetCommitRequestPartition
+
+    def commit(member_id: str, epoch: int, version: int = 9) -> int:
+        req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=epoch, member_id=member_id,
+                                  group_instance_id=None, retention_time_ms=-1,
+                                  topics=[Topic(name=topic, partitions=[Part(partition_index=0, committed_offset=5,
+                                                                             committed_leader_epoch=-1,
+                                                                             committed_metadata="")])])
+        return c.request(req, version).topics[0].partitions[0].error_code
+
+    def fetch(member_id, epoch: int) -> int:
+        G = OffsetFetchRequest.OffsetFetchRequestGroup
+        req = OffsetFetchRequest(groups=[G(group_id=group, member_id=member_id, member_epoch=epoch, topics=None)],
+                                 require_stable=False)
+        return c.request(req, 9).groups[0].error_code
+
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        r = heartbeat(c, group, "m1", 0, topics=[topic])
+        assert r.member_epoch == 1
+        assert commit("m1", 1) == 0
+        assert commit("m1", 0) == STALE_MEMBER_EPOCH
+        assert commit("m1", 2) == STALE_MEMBER_EPOCH
+        assert commit("nobody", 1) == UNKNOWN_MEMBER_ID
+        assert commit("", -1) == UNKNOWN_MEMBER_ID  # the group has members: an admin commit is refused
+        assert fetch("m1", 1) == 0
+        assert fetch("m1", 3) == STALE_MEMBER_EPOCH
+        assert fetch("nobody", 1) == UNKNOWN_MEMBER_ID
+        assert fetch(None, -1) == 0
+
+        # ListGroups shows it as a consumer group; DescribeGroups (classic) does not know it
+        listed = c.request(ListGroupsRequest(states_filter=[], types_filter=["consumer"]), 5).groups
+        mine = [g for g in listed if g.group_id == group]
+        assert [(g.protocol_type, g.group_state, g.group_type) for g in mine] == [("consumer", "Stable", "consumer")]
+        classic = c.request(ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups
+        assert group not in [g.group_id for g in classic]
+        dg = c.request(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 6).groups[0]
+        assert dg.error_code == GROUP_ID_NOT_FOUND, dg
+
+        # DeleteGroups: not while it has a member
+        assert c.request(DeleteGroupsRequest(groups_names=[group]), 2).results[0].error_code == NON_EMPTY_GROUP
+        assert heartbeat(c, group, "m1", -1).error_code == 0
+        assert commit("", -1) == 0  # empty now: an admin commit is fine
+        assert c.request(DeleteGroupsRequest(groups_names=[group]), 2).results[0].error_code == 0
+        assert describe(c, group)[group].error_code == GROUP_ID_NOT_FOUND
