@@ -93,6 +93,8 @@ DEFAULTS: dict[str, str] = {
                                 "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
     "group.consumer.max.size": str(2**31 - 1),
     "group.consumer.migration.policy": "bidirectional",
+    "group.consumer.assignment.interval.ms": "1000",
+    "group.consumer.regex.refresh.interval.ms": "10000",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
     "offset.metadata.max.bytes": "4096",

@@ -18,6 +18,7 @@ class ConsumerGroupSettings:
     max_size: int = INT_MAX
     migration_policy: str = "bidirectional"
     regex_refresh_interval_ms: int = 10000
+    assignment_interval_ms: int = 1000  # KIP-1263 batching of target assignments
 
     @classmethod
     def from_props(cls, get: Callable[[str], str]) -> "ConsumerGroupSettings":
@@ -42,6 +43,8 @@ class ConsumerGroupSettings:
             assignors=tuple(resolve_names(get("group.consumer.assignors") or "uniform,range")),
             max_size=num("group.consumer.max.size", INT_MAX),
             migration_policy=(get("group.consumer.migration.policy") or "bidirectional").lower(),
+            regex_refresh_interval_ms=num("group.consumer.regex.refresh.interval.ms", 10000),
+            assignment_interval_ms=num("group.consumer.assignment.interval.ms", 1000),
         )
 
 

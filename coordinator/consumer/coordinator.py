@@ -97,6 +97,7 @@ class ConsumerGroupCoordinator:
         self.configs = ConsumerGroupConfigs(settings)
         self.groups: dict[str, ConsumerGroup] = {}
         self._regex_refreshed: dict[str, tuple[float, int]] = {}
+        self._last_assignment: dict[str, float] = {}  # group id -> monotonic time of its last target
 
     # ============================================================== validation
 
@@ -118,7 +119,7 @@ class ConsumerGroupCoordinator:
                 raise _fail(ke.InvalidRequestError, "RebalanceTimeoutMs must be provided in first request.")
             if req.owned is None or req.owned:
                 raise _fail(ke.InvalidRequestError, "TopicPartitions must be empty when (re-)joining.")
-            if not req.subscribed_topic_names and not req.subscribed_topic_regex:
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
                 raise _fail(ke.InvalidRequestError,
                             "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
         elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -178,14 +179,20 @@ class ConsumerGroupCoordinator:
                 member_id = new_member_id()
             member, replaced, is_new = self._joining_member(group, req, member_id, settings, change)
             bump = is_new and replaced is None
+        elif req.instance_id is not None:
+            static_id = group.static_members.get(req.instance_id)
+            if static_id is None:
+                raise _fail(ke.UnknownMemberIdError, f"Instance id {req.instance_id} is unknown.")
+            if static_id != member_id:
+                raise _fail(ke.FencedInstanceIdError,
+                            f"Static member {member_id} with instance id {req.instance_id} was fenced by member "
+                            f"{static_id}.")
+            member = group.members[static_id]
+            self._check_epoch(member, req.member_epoch, req.owned)
         else:
             member = group.members.get(member_id)
             if member is None:
                 raise _fail(ke.UnknownMemberIdError, f"Member {member_id} is not a member of group {group.group_id}.")
-            if req.instance_id is not None and group.static_members.get(req.instance_id) != member_id:
-                raise _fail(ke.FencedInstanceIdError,
-                            f"Static member {member_id} with instance id {req.instance_id} was fenced by member "
-                            f"{group.static_members.get(req.instance_id)}.")
             self._check_epoch(member, req.member_epoch, req.owned)
         updated = member.replace(
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
@@ -204,13 +211,14 @@ class ConsumerGroupCoordinator:
                 if _subscription_changed(member, updated):
                     bump = True
             group.update_member(updated)
-            if self._refresh_subscriptions(group, settings, change):
-                bump = True
-            if bump:
-                group.group_epoch += 1
+            # Kafka 4.3 counts a member's subscription change and a change of the subscribed topics'
+            # metadata as two bumps of the group epoch
+            bumps = int(bump) + int(self._refresh_subscriptions(group, settings, change))
+            if bumps:
+                group.group_epoch += bumps
                 change.records.append(rec.group_metadata(group.group_id, group.group_epoch))
             if group.group_epoch > group.assignment_epoch:
-                self._compute_target(group, settings, change)
+                self._maybe_compute_target(group, settings, change)
             current = group.members[updated.member_id]
             target = group.target.get(current.member_id, {})
             nxt = reconcile(current, group.assignment_epoch, target, req.owned, group.owner_of)
@@ -456,6 +464,34 @@ class ConsumerGroupCoordinator:
             return max(sorted(counts), key=lambda n: counts[n])
         return settings.assignors[0]
 
+    def _maybe_compute_target(self, group: ConsumerGroup, settings: ConsumerGroupSettings, change: _Change) -> None:
+        """Assignment batching (`group.consumer.assignment.interval.ms`): a new target at most once
+        per interval; a change inside the interval is assigned by a timer at its end."""
+        now = time.monotonic()
+        last = self._last_assignment.get(group.group_id)
+        interval = settings.assignment_interval_ms
+        if interval <= 0 or last is None or (now - last) * 1000 >= interval:
+            self._compute_target(group, settings, change)
+            self._last_assignment[group.group_id] = now
+            return
+        delay = int(interval - (now - last) * 1000) + 1
+        self.base._schedule(f"cg-assign-{group.group_id}", delay, self._assign_later, group.group_id)
+
+    def _assign_later(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.group_epoch <= group.assignment_epoch:
+            return
+        snapshot = group.snapshot()
+        change = _Change()
+        try:
+            self._compute_target(group, self.configs.settings_for(group_id), change)
+            self.base._append(group_id, change.records, APPEND_ERRORS_GROUP)
+        except Exception as exc:
+            self.groups[group_id] = snapshot
+            log.warning("consumer group %s: target assignment failed: %r", group_id, exc)
+            return
+        self._last_assignment[group_id] = time.monotonic()
+
     def _compute_target(self, group: ConsumerGroup, settings: ConsumerGroupSettings, change: _Change) -> None:
         name = self._assignor_for(group, settings)
         metadata = group.subscription_metadata
@@ -604,6 +640,8 @@ class ConsumerGroupCoordinator:
     def forget(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
         self._regex_refreshed.pop(group_id, None)
+        self._last_assignment.pop(group_id, None)
+        self.base._cancel(f"cg-assign-{group_id}")
         if group is not None:
             for mid in group.members:
                 self._fence_timers(group_id, mid)

@@ -53,35 +53,52 @@ def test_heartbeat_errors(group_broker):
         r = heartbeat(c, unique("cg-none"), "m1", 3)
         assert r.error_code == GROUP_ID_NOT_FOUND, r
 
-        # a member joins: epoch 1, every partition, the broker's heartbeat interval
+        # a member joins: every partition, the broker's heartbeat interval; the epoch is 2 (Kafka 4.3
+        # bumps the new group's epoch once for the member's subscription, once for the topic metadata)
         tid = topic_id(c, topic)
         r = heartbeat(c, group, "m1", 0, topics=[topic])
-        assert r.error_code == 0 and r.member_id == "m1" and r.member_epoch == 1, r
+        assert r.error_code == 0 and r.member_id == "m1" and r.member_epoch == 2, r
         assert r.heartbeat_interval_ms > 0
         assert owned_of(r) == [(tid, [0, 1])]
-        # unknown member, epoch from the future, epoch from the past
-        assert heartbeat(c, group, "m2", 1).error_code == UNKNOWN_MEMBER_ID
-        r = heartbeat(c, group, "m1", 2)
+        # unknown member, epoch from the future
+        r = heartbeat(c, group, "m2", 1)
+        assert (r.error_code, r.error_message) == (UNKNOWN_MEMBER_ID, f"Member m2 is not a member of group {group}.")
+        r = heartbeat(c, group, "m1", 3)
         assert r.error_code == FENCED_MEMBER_EPOCH, r
-        r = heartbeat(c, group, "m1", 1, owned=[(tid, [0, 1])])
-        assert r.error_code == 0 and r.member_epoch == 1
+        assert r.error_message.startswith("The consumer group member has a greater member epoch (3)")
+        r = heartbeat(c, group, "m1", 2, owned=[(tid, [0, 1])])
+        assert r.error_code == 0 and r.member_epoch == 2 and r.assignment is None
+        # a heartbeat with everything (rebalance timeout, subscription, owned partitions) gets the assignment
+        r = heartbeat(c, group, "m1", 2, topics=[topic], owned=[(tid, [0, 1])], rebalance_timeout_ms=30000)
+        assert r.error_code == 0 and owned_of(r) == [(tid, [0, 1])]
+        # a static-member heartbeat naming an unknown instance id
+        r = heartbeat(c, group, "m1", 2, instance_id="nobody")
+        assert (r.error_code, r.error_message) == (UNKNOWN_MEMBER_ID, "Instance id nobody is unknown.")
+        # the same member id joining again with epoch 0 gets its partitions back
+        r = heartbeat(c, group, "m1", 0, topics=[topic])
+        assert r.error_code == 0 and r.member_epoch == 2 and owned_of(r) == [(tid, [0, 1])]
 
         # ConsumerGroupDescribe
         d = describe(c, group, unique("cg-none"))
         g = d[group]
         assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == \
-            (0, "Stable", 1, 1, "uniform")
+            (0, "Stable", 2, 2, "uniform")
         (m,) = g.members
-        assert (m.member_id, m.member_epoch, m.subscribed_topic_names, m.member_type) == ("m1", 1, [topic], 1)
+        assert (m.member_id, m.member_epoch, m.subscribed_topic_names, m.subscribed_topic_regex, m.member_type) == \
+            ("m1", 2, [topic], "", 1)
+        assert (m.client_host, m.instance_id, m.rack_id) == ("/127.0.0.1", None, None)
         assert [(tp.topic_name, sorted(tp.partitions)) for tp in m.assignment.topic_partitions] == [(topic, [0, 1])]
         missing = [v for k, v in d.items() if k != group][0]
-        assert missing.error_code == GROUP_ID_NOT_FOUND
+        assert (missing.error_code, missing.error_message) == (GROUP_ID_NOT_FOUND,
+                                                               f"Group {missing.group_id} not found.")
 
         # leave: epoch -1 answered with -1; then the member is unknown
         r = heartbeat(c, group, "m1", -1)
         assert (r.error_code, r.member_epoch) == (0, -1)
-        assert heartbeat(c, group, "m1", 1).error_code == UNKNOWN_MEMBER_ID
+        assert heartbeat(c, group, "m1", 2).error_code == UNKNOWN_MEMBER_ID
         assert describe(c, group)[group].group_state == "Empty"
+        r = heartbeat(c, unique("cg-none"), "m1", -1)
+        assert r.error_code == GROUP_ID_NOT_FOUND and r.error_message.endswith(" not found.")
 
 
 def test_static_members(group_broker):
@@ -91,7 +108,7 @@ def test_static_members(group_broker):
     with RawClient(bs) as c:
         ready_coordinator(c, group)
         r = heartbeat(c, group, "a1", 0, topics=[topic], instance_id="inst")
-        assert r.error_code == 0 and r.member_epoch == 1
+        assert r.error_code == 0 and r.member_epoch == 2
         # the instance id is taken while a1 is active
         r = heartbeat(c, group, "a2", 0, topics=[topic], instance_id="inst")
         assert r.error_code == UNRELEASED_INSTANCE_ID, r
@@ -100,13 +117,15 @@ def test_static_members(group_broker):
         assert (r.error_code, r.member_epoch) == (0, -2)
         epoch = describe(c, group)[group].group_epoch
         r = heartbeat(c, group, "a2", 0, topics=[topic], instance_id="inst")
-        assert r.error_code == 0 and r.member_epoch == 1 and r.member_id == "a2"
+        assert r.error_code == 0 and r.member_epoch == 2 and r.member_id == "a2"
         assert sorted(owned_of(r)[0][1]) == [0, 1]
         g = describe(c, group)[group]
         assert g.group_epoch == epoch and [m.member_id for m in g.members] == ["a2"]
         # -2 without an instance id is refused
         r = heartbeat(c, group, "a2", -2)
-        assert r.error_code == INVALID_REQUEST, r
+        assert (r.error_code, r.error_message) == (INVALID_REQUEST, "InstanceId can't be null."), r
+        r = heartbeat(c, group, "a9", 2, instance_id="inst")
+        assert r.error_code == ke.FencedInstanceIdError.errno, r
         assert heartbeat(c, group, "a2", -1, instance_id="inst").error_code == 0
 
 
@@ -134,13 +153,13 @@ def test_member_epoch_in_offset_commit_and_fetch(group_broker):
     with RawClient(bs) as c:
         ready_coordinator(c, group)
         r = heartbeat(c, group, "m1", 0, topics=[topic])
-        assert r.member_epoch == 1
-        assert commit("m1", 1) == 0
-        assert commit("m1", 0) == STALE_MEMBER_EPOCH
-        assert commit("m1", 2) == STALE_MEMBER_EPOCH
+        assert r.member_epoch == 2
+        assert commit("m1", 2) == 0
+        assert commit("m1", 1) == STALE_MEMBER_EPOCH
+        assert commit("m1", 3) == STALE_MEMBER_EPOCH
         assert commit("nobody", 1) == UNKNOWN_MEMBER_ID
         assert commit("", -1) == UNKNOWN_MEMBER_ID  # the group has members: an admin commit is refused
-        assert fetch("m1", 1) == 0
+        assert fetch("m1", 2) == 0
         assert fetch("m1", 3) == STALE_MEMBER_EPOCH
         assert fetch("nobody", 1) == UNKNOWN_MEMBER_ID
         assert fetch(None, -1) == 0
@@ -152,7 +171,10 @@ def test_member_epoch_in_offset_commit_and_fetch(group_broker):
         classic = c.request(ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups
         assert group not in [g.group_id for g in classic]
         dg = c.request(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 6).groups[0]
-        assert dg.error_code == GROUP_ID_NOT_FOUND, dg
+        assert (dg.error_code, dg.error_message, dg.group_state) == \
+            (GROUP_ID_NOT_FOUND, f"Group {group} is not a classic group.", "Dead"), dg
+        dg = c.request(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 5).groups[0]
+        assert (dg.error_code, dg.group_state, dg.members) == (0, "Dead", [])
 
         # DeleteGroups: not while it has a member
         assert c.request(DeleteGroupsRequest(groups_names=[group]), 2).results[0].error_code == NON_EMPTY_GROUP

@@ -58,6 +58,8 @@ class CommitWatcher:
             except Exception:
                 continue
             for p, o in now.items():
+                if o < 0:
+                    continue  # nothing committed yet
                 if o < self.last.get(p, -1):
                     self.regressions.append(f"partition {p}: {self.last[p]} -> {o}")
                 self.last[p] = max(o, self.last.get(p, -1))

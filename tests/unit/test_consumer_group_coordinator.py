@@ -69,6 +69,7 @@ def catalog(tmp_path):
 
 
 def make(catalog, **settings) -> GroupCoordinator:
+    settings.setdefault("assignment_interval_ms", 0)  # a new target at every change, unless a test batches
     cfg = GroupConfig(num_partitions=4, consumer=dataclasses.replace(ConsumerGroupSettings(), **settings))
     return GroupCoordinator(cfg, catalog, error_code=lambda exc: -1)
 
@@ -95,31 +96,45 @@ def test_join_rebalance_leave(catalog):
     async def main():
         gc = make(catalog)
         a = hb(gc, "A")
-        assert (a.error, a.member_epoch, parts(a), a.heartbeat_interval_ms) == (0, 1, {0, 1, 2, 3}, 5000)
+        # Kafka 4.3: the new member's subscription and the new topic metadata are two epoch bumps
+        assert (a.error, a.member_epoch, parts(a), a.heartbeat_interval_ms) == (0, 2, {0, 1, 2, 3}, 5000)
         b = hb(gc, "B")
-        assert b.error == 0 and b.member_epoch == 2 and parts(b) == set()  # A still holds everything
+        assert b.error == 0 and b.member_epoch == 3 and parts(b) == set()  # A still holds everything
         group = gc.consumer.groups["g"]
         assert group.state == ConsumerGroupState.RECONCILING
-        # A learns it must give two partitions up; its epoch stays 1 until it does
-        a = hb(gc, "A", 1, owned={T_ID: frozenset({0, 1, 2, 3})}, topics=None)
-        assert a.member_epoch == 1 and len(parts(a)) == 2
+        # A learns it must give two partitions up; its epoch stays 2 until it does
+        a = hb(gc, "A", 2, owned={T_ID: frozenset({0, 1, 2, 3})}, topics=None)
+        assert a.member_epoch == 2 and len(parts(a)) == 2
         kept = parts(a)
         # B asks again: still nothing (not released)
-        b = hb(gc, "B", 2, owned={}, topics=None)
-        assert b.error == 0 and b.assignment is None or parts(b) == set()
+        b = hb(gc, "B", 3, owned={}, topics=None)
+        assert b.error == 0 and b.assignment is None
         # A confirms the revocation
-        a = hb(gc, "A", 1, owned={T_ID: frozenset(kept)}, topics=None)
-        assert a.member_epoch == 2
-        b = hb(gc, "B", 2, owned={}, topics=None)
+        a = hb(gc, "A", 2, owned={T_ID: frozenset(kept)}, topics=None)
+        assert a.member_epoch == 3
+        b = hb(gc, "B", 3, owned={}, topics=None)
         assert parts(b) == {0, 1, 2, 3} - kept
         assert group.state == ConsumerGroupState.STABLE
-        owners = group.partition_owner
-        assert len(owners) == 4
-        # B leaves: group epoch 3, A gets everything at its next heartbeat
+        assert len(group.partition_owner) == 4
+        # B leaves: group epoch 4, A gets everything at its next heartbeat
         left = hb(gc, "B", -1, topics=None)
         assert (left.error, left.member_epoch) == (0, -1)
-        a = hb(gc, "A", 2, owned={T_ID: frozenset(kept)}, topics=None)
-        assert a.member_epoch == 3 and parts(a) == {0, 1, 2, 3}
+        a = hb(gc, "A", 3, owned={T_ID: frozenset(kept)}, topics=None)
+        assert a.member_epoch == 4 and parts(a) == {0, 1, 2, 3}
+        gc.close()
+    run(main)
+
+
+def test_assignment_batching(catalog):
+    async def main():
+        gc = make(catalog, assignment_interval_ms=200)
+        assert hb(gc, "A").member_epoch == 2
+        b = hb(gc, "B")  # inside the interval: the target waits
+        group = gc.consumer.groups["g"]
+        assert (b.member_epoch, group.group_epoch, group.assignment_epoch) == (2, 3, 2)
+        assert group.state == ConsumerGroupState.ASSIGNING
+        await asyncio.sleep(0.35)
+        assert group.assignment_epoch == 3 and group.state == ConsumerGroupState.RECONCILING
         gc.close()
     run(main)
 
@@ -135,10 +150,13 @@ def test_heartbeat_errors(catalog):
         r = hb(gc, v0.member_id, 5, topics=None)
         assert r.error == ke.FencedMemberEpochError.errno and "greater member epoch" in r.message
         assert hb(gc, "Y", rebalance_timeout_ms=-1).error == ke.InvalidRequestError.errno
-        assert hb(gc, "Y", topics=()).error == ke.InvalidRequestError.errno
+        assert hb(gc, "Y", topics=None).error == ke.InvalidRequestError.errno
+        assert hb(gc, "Y", topics=()).error == 0  # an empty subscription is allowed
         assert hb(gc, "Y", epoch=-3, topics=None).error == ke.InvalidRequestError.errno
         assert hb(gc, "Y", server_assignor="sticky").error == ke.UnsupportedAssignorError.errno
         assert hb(gc, "Y", topics=None, subscribed_topic_regex="(").error == 128
+        r = hb(gc, "Y", 1, topics=None, instance_id="nobody")
+        assert (r.error, r.message) == (ke.UnknownMemberIdError.errno, "Instance id nobody is unknown.")
         gc.close()
     run(main)
 
@@ -147,7 +165,7 @@ def test_static_member_replaced_without_rebalance(catalog):
     async def main():
         gc = make(catalog)
         a = hb(gc, "A", instance_id="i1")
-        assert a.member_epoch == 1
+        assert a.member_epoch == 2
         # the same instance id under another member id while A is active
         assert hb(gc, "A2", instance_id="i1").error == ke.UnreleasedInstanceIdError.errno
         left = hb(gc, "A", -2, instance_id="i1", topics=None)
@@ -155,7 +173,7 @@ def test_static_member_replaced_without_rebalance(catalog):
         group = gc.consumer.groups["g"]
         epoch = group.group_epoch
         back = hb(gc, "A2", instance_id="i1")
-        assert back.error == 0 and back.member_epoch == 1 and parts(back) == {0, 1, 2, 3}
+        assert back.error == 0 and back.member_epoch == 2 and parts(back) == {0, 1, 2, 3}
         assert group.group_epoch == epoch and set(group.members) == {"A2"}
         gc.close()
     run(main)
@@ -166,7 +184,7 @@ def test_state_survives_restart(catalog):
         gc = make(catalog)
         hb(gc, "A")
         hb(gc, "B")
-        a = hb(gc, "A", 1, owned={T_ID: frozenset({0, 1, 2, 3})}, topics=None)
+        a = hb(gc, "A", 2, owned={T_ID: frozenset({0, 1, 2, 3})}, topics=None)
         before = gc.consumer.groups["g"]
         gc.close()
         cat2 = catalog.reopen()
@@ -179,8 +197,8 @@ def test_state_survives_restart(catalog):
         assert after.partition_owner == before.partition_owner
         assert after.members["A"].state == MemberState.UNREVOKED_PARTITIONS
         # the heartbeat protocol carries on where it stopped
-        a = hb(gc2, "A", 1, owned={T_ID: frozenset(parts(a))}, topics=None)
-        assert a.member_epoch == 2
+        a = hb(gc2, "A", 2, owned={T_ID: frozenset(parts(a))}, topics=None)
+        assert a.member_epoch == 3
         gc2.close()
         cat2.close()
     run(main)
