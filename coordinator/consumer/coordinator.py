@@ -519,8 +519,8 @@ class ConsumerGroupCoordinator:
         """Kafka's ConsumerGroup.validateOffsetCommit: a commit without member epoch is accepted only
         while the group has no members; otherwise the member must exist and commit at its epoch."""
         group = self.groups[group_id]
-        if member_epoch < 0 and not group.members:
-            return
+        if member_epoch < 0 and (transactional or not group.members):
+            return  # admin / manual-assignment commits; TxnOffsetCommit without group metadata (as Kafka)
         member = group.members.get(member_id)
         if member is None:
             raise _fail(ke.UnknownMemberIdError, f"Member {member_id} is not a member of group {group_id}.")

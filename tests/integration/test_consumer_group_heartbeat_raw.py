@@ -10,6 +10,7 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from tests.consumer_protocol_helpers import describe, heartbeat, owned_of, ready_coordinator
 from tests.group_helpers import create_topic, group_broker, unique  # noqa: F401  (fixture)
 from tests.helpers import RawClient
+from tests.txn_helpers import add_offsets, end_txn, find_txn_coordinator, init_producer_id, txn_offset_commit
 
 INVALID_REQUEST = ke.InvalidRequestError.errno
 UNKNOWN_MEMBER_ID = ke.UnknownMemberIdError.errno
@@ -163,6 +164,21 @@ def test_member_epoch_in_offset_commit_and_fetch(group_broker):
         assert fetch("m1", 3) == STALE_MEMBER_EPOCH
         assert fetch("nobody", 1) == UNKNOWN_MEMBER_ID
         assert fetch(None, -1) == 0
+
+        # TxnOffsetCommit checks the member epoch too (answering ILLEGAL_GENERATION, it has no STALE_MEMBER_EPOCH)
+        txn_id = unique("txn-cgp")
+        find_txn_coordinator(c, txn_id)
+        init = init_producer_id(c, txn_id)
+        pid, pepoch = init.producer_id, init.producer_epoch
+        assert add_offsets(c, txn_id, pid, pepoch, group) == 0
+        tp = (topic, 0)
+        assert txn_offset_commit(c, txn_id, group, pid, pepoch, {tp: 7}, generation=2, member="m1")[tp] == 0
+        assert txn_offset_commit(c, txn_id, group, pid, pepoch, {tp: 7}, generation=1,
+                                 member="m1")[tp] == ke.IllegalGenerationError.errno
+        assert txn_offset_commit(c, txn_id, group, pid, pepoch, {tp: 7}, generation=2,
+                                 member="nobody")[tp] == UNKNOWN_MEMBER_ID
+        assert txn_offset_commit(c, txn_id, group, pid, pepoch, {tp: 7})[tp] == 0  # no group metadata: accepted
+        assert end_txn(c, txn_id, pid, pepoch, commit=False, retry_concurrent=True) == 0
 
         # ListGroups shows it as a consumer group; DescribeGroups (classic) does not know it
         listed = c.request(ListGroupsRequest(states_filter=[], types_filter=["consumer"]), 5).groups
