@@ -250,21 +250,31 @@ class GroupOffsets:
         now = self._now_ms()
         retention = self.config.offsets_retention_ms
         removed = 0
-        for group_id in sorted(set(self.groups) | set(self.offsets.groups())):
+        for group_id in sorted(set(self.groups) | set(self.consumer.groups) | set(self.offsets.groups())):
             if self.partition_for(group_id) in self._loading:
                 continue
             group = self.groups.get(group_id)
-            if group is None:
-                continue
-            base = self._expiration_base(group)
-            if base is None:
-                continue
-            expired, all_expired = self.offsets.expired(group_id, now, retention, base, group.is_subscribed_to)
-            records: list[tuple[bytes, bytes | None]] = [
-                (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
-            delete_group = all_expired and group.is_in(GroupState.EMPTY)
-            if delete_group:
-                records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None:
+                # KIP-848 groups: measured from the commit, kept while a member subscribes to the topic
+                expired, all_expired = self.offsets.expired(group_id, now, retention, lambda v: v.commit_timestamp,
+                                                            consumer_group.subscribed_topic_names().__contains__)
+                delete_group = all_expired and not consumer_group.members
+                records: list[tuple[bytes, bytes | None]] = [
+                    (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
+                if delete_group:
+                    records += self.consumer.tombstones(consumer_group)
+            else:
+                if group is None:
+                    continue
+                base = self._expiration_base(group)
+                if base is None:
+                    continue
+                expired, all_expired = self.offsets.expired(group_id, now, retention, base, group.is_subscribed_to)
+                records = [(encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
+                delete_group = all_expired and group.is_in(GroupState.EMPTY)
+                if delete_group:
+                    records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
             if not records:
                 continue
             try:
@@ -278,7 +288,10 @@ class GroupOffsets:
                 log.info("group %s: removed %d expired offsets", group_id, len(expired))
             if delete_group:
                 log.info("group %s: empty with no offsets left, deleted", group_id)
-                self._remove_group(group)
+                if consumer_group is not None:
+                    self.consumer.forget(group_id)
+                else:
+                    self._remove_group(group)
         return removed
 
     @staticmethod

@@ -202,3 +202,22 @@ def test_state_survives_restart(catalog):
         gc2.close()
         cat2.close()
     run(main)
+
+
+def test_offsets_expire_and_empty_group_is_deleted(catalog):
+    async def main():
+        now = [1000.0]
+        cfg = GroupConfig(num_partitions=4, offsets_retention_ms=60_000,
+                          consumer=dataclasses.replace(ConsumerGroupSettings(), assignment_interval_ms=0))
+        gc = GroupCoordinator(cfg, catalog, error_code=lambda exc: -1, clock=lambda: now[0])
+        a = hb(gc, "A")
+        commit = dict(group_id="g", generation_id=a.member_epoch, member_id="A", group_instance_id=None,
+                      retention_time_ms=-1, api_version=9, partitions=[("t", 0, 5, -1, "")])
+        assert gc.commit_offsets(**commit) == {("t", 0): 0}
+        assert gc.commit_offsets(**{**commit, "generation_id": 1}) == {("t", 0): ke.StaleMemberEpochError.errno}
+        now[0] += 120
+        assert gc.expire_offsets() == 0  # the member still subscribes to t
+        assert hb(gc, "A", -1, topics=None).error == 0
+        assert gc.expire_offsets() == 1 and "g" not in gc.consumer.groups
+        gc.close()
+    run(main)
