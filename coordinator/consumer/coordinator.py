@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from .model import (
     freeze,
 )
 from .reconciliation import reconcile
+from .regex import InvalidRegex, compile_topic_regex
 
 if TYPE_CHECKING:
     from ..group_coordinator import GroupCoordinator
@@ -129,8 +129,8 @@ class ConsumerGroupCoordinator:
             raise _fail(ke.InvalidRequestError, "MemberEpoch is invalid.")
         if req.subscribed_topic_regex is not None:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
+                compile_topic_regex(req.subscribed_topic_regex)
+            except InvalidRegex as exc:
                 raise HeartbeatError(INVALID_REGULAR_EXPRESSION,
                                      f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
                                      f"expression: {exc}.") from None
@@ -429,9 +429,8 @@ class ConsumerGroupCoordinator:
             return changed
         todo = regexes if due else missing
         for regex in todo:
-            pattern = re.compile(regex)
-            matched = frozenset(name for name, info in topics.items()
-                                if not info.internal and pattern.fullmatch(name))
+            matches = compile_topic_regex(regex)
+            matched = frozenset(name for name, info in topics.items() if not info.internal and matches(name))
             if group.resolved_regexes.get(regex) != matched:
                 group.resolved_regexes[regex] = matched
                 changed = True

@@ -49,7 +49,8 @@ def test_heartbeat_errors(group_broker):
         r = heartbeat(c, group, "m1", 0, topics=[topic], assignor="nope")
         assert r.error_code == UNSUPPORTED_ASSIGNOR, r
         r = heartbeat(c, group, "m1", 0, regex="[")
-        assert r.error_code == INVALID_REGULAR_EXPRESSION, r
+        assert (r.error_code, r.error_message) == (
+            INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex `[` is not a valid regular expression: missing closing ]."), r
         # an epoch > 0 for a group that does not exist
         r = heartbeat(c, unique("cg-none"), "m1", 3)
         assert r.error_code == GROUP_ID_NOT_FOUND, r
