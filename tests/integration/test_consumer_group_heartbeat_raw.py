@@ -4,6 +4,7 @@ OffsetFetch. Runs against minikafka and Kafka (--broker=kafka)."""
 from __future__ import annotations
 
 import kafka.errors as ke
+import pytest
 from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
@@ -199,3 +200,37 @@ def test_member_epoch_in_offset_commit_and_fetch(group_broker):
         assert commit("", -1) == 0  # empty now: an admin commit is fine
         assert c.request(DeleteGroupsRequest(groups_names=[group]), 2).results[0].error_code == 0
         assert describe(c, group)[group].error_code == GROUP_ID_NOT_FOUND
+
+
+@pytest.mark.minikafka_only
+def test_records_decode_with_kafka_dump_log(broker_factory):
+    """The consumer-group records minikafka writes to __consumer_offsets are Kafka's: its own
+    DumpLogSegments --offsets-decoder reads every one of them (types 3-8 and tombstones)."""
+    import sys
+
+    from minikafka.coordinator.partitioning import partition_for
+    from tests.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT))
+    from scripts import apache_kafka as lab
+
+    broker = broker_factory()
+    bs = broker.bootstrap
+    topic = create_topic(bs, unique("cgp-dump"), 2)
+    group = unique("cg-dump")
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        assert heartbeat(c, group, "a", 0, topics=[topic], instance_id="ia").error_code == 0
+        assert heartbeat(c, group, "b", 0, topics=[topic]).error_code == 0
+        assert heartbeat(c, group, "b", -1).error_code == 0
+    broker.stop()
+    segment = broker.data_dir / f"__consumer_offsets-{partition_for(group, 50)}" / "00000000000000000000.log"
+    lab.fetch()
+    out = lab.run_tool("kafka-dump-log", ["--files", str(segment), "--offsets-decoder"], timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    for record_type in (3, 4, 5, 6, 7, 8):
+        assert f'"type":"{record_type}"' in text, (record_type, text[-3000:])
+    assert '"instanceId":"ia"' in text and '"assignmentEpoch":2' in text and '"epoch":4' in text
+    assert text.count("payload: <DELETE>") == 3  # b's assignment, target and metadata
+    assert "Error" not in text and "Exception" not in text, text[-3000:]
