@@ -9,6 +9,7 @@ subscribed to its topic or to a non-existent partition.
 """
 from __future__ import annotations
 
+import heapq
 import uuid
 from typing import Callable, Mapping
 
@@ -75,11 +76,18 @@ def uniform(subscriptions: Subscriptions, partitions: Mapping[uuid.UUID, int],
                     counts[m] += 1
                     extra -= 1
                     break
-    # 2. the rest to the least-loaded eligible member
+    # 2. the rest to the least-loaded eligible member (a heap when every member is eligible)
+    heap = [(counts[m], m) for m in members] if homogeneous else None
+    if heap is not None:
+        heapq.heapify(heap)
     for t, p in all_parts:
         if (t, p) in taken:
             continue
-        m = min(eligible[t], key=lambda x: (counts[x], x))
+        if heap is not None:
+            _, m = heapq.heappop(heap)
+            heapq.heappush(heap, (counts[m] + 1, m))
+        else:
+            m = min(eligible[t], key=lambda x: (counts[x], x))
         out[m].setdefault(t, set()).add(p)
         taken.add((t, p))
         counts[m] += 1
