@@ -234,3 +234,21 @@ def test_records_decode_with_kafka_dump_log(broker_factory):
     assert '"instanceId":"ia"' in text and '"assignmentEpoch":2' in text and '"epoch":4' in text
     assert text.count("payload: <DELETE>") == 3  # b's assignment, target and metadata
     assert "Error" not in text and "Exception" not in text, text[-3000:]
+
+
+def test_minikafka_cli_describes_consumer_group(group_broker):
+    import subprocess
+    import sys
+
+    bs = group_broker.bootstrap
+    topic = create_topic(bs, unique("cgp-cli"), 2)
+    group = unique("cg-cli")
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        assert heartbeat(c, group, "cli-member", 0, topics=[topic]).error_code == 0
+        res = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "groups", "describe", group,
+                              "--bootstrap-server", bs], capture_output=True, text=True, timeout=60)
+        assert heartbeat(c, group, "cli-member", -1).error_code == 0
+    assert res.returncode == 0, res.stderr
+    assert "state Stable, protocol consumer/uniform, 1 member(s)" in res.stdout, res.stdout
+    assert sum(1 for line in res.stdout.splitlines() if line.startswith(group) and "cli-member" in line) == 2
