@@ -211,9 +211,10 @@ class ConsumerGroupCoordinator:
                 if _subscription_changed(member, updated):
                     bump = True
             group.update_member(updated)
-            # Kafka 4.3 counts a member's subscription change and a change of the subscribed topics'
-            # metadata as two bumps of the group epoch
-            bumps = int(bump) + int(self._refresh_subscriptions(group, settings, change))
+            # one bump for a changed subscription or topic metadata; Kafka 4.3 bumps a group created by
+            # this heartbeat twice when its first member's topics exist (subscription, then metadata)
+            metadata_changed = self._refresh_subscriptions(group, settings, change)
+            bumps = 2 if created and bump and metadata_changed else int(bump or metadata_changed)
             if bumps:
                 group.group_epoch += bumps
                 change.records.append(rec.group_metadata(group.group_id, group.group_epoch))
@@ -355,7 +356,7 @@ class ConsumerGroupCoordinator:
                        rec.member_metadata(group.group_id, member_id)]
             settings = self.configs.settings_for(group.group_id)
             change = _Change()
-            self._refresh_subscriptions(group, settings, change, force=False)
+            self._refresh_subscriptions(group, settings, change)
             records += change.records
             records.append(rec.group_metadata(group.group_id, group.group_epoch))
             self.base._append(group.group_id, records, APPEND_ERRORS_GROUP)
@@ -413,7 +414,10 @@ class ConsumerGroupCoordinator:
 
     # ============================================================== subscriptions and assignment
 
-    def _resolve_regexes(self, group: ConsumerGroup, settings: ConsumerGroupSettings, force: bool) -> bool:
+    def _resolve_regexes(self, group: ConsumerGroup, settings: ConsumerGroupSettings, inline: bool) -> bool:
+        """Drop regexes no member uses; resolve new ones and refresh the others when topics changed or
+        `group.consumer.regex.refresh.interval.ms` passed. As in Kafka, a heartbeat only schedules the
+        resolution (`inline` False): it runs right after, and its result bumps the group epoch."""
         regexes = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
         changed = False
         for stale in set(group.resolved_regexes) - regexes:
@@ -422,26 +426,46 @@ class ConsumerGroupCoordinator:
         topics = self.base._catalog.topics
         now = time.monotonic()
         last = self._regex_refreshed.get(group.group_id)
-        due = force or last is None or last[1] != len(topics) or \
+        due = last is None or last[1] != len(topics) or \
             (now - last[0]) * 1000 >= settings.regex_refresh_interval_ms
         missing = regexes - set(group.resolved_regexes)
-        if not (due or missing):
+        if not regexes or not (due or missing):
             return changed
-        todo = regexes if due else missing
+        if not inline:
+            self.base._schedule(f"cg-regex-{group.group_id}", 0, self._resolve_later, group.group_id)
+            return changed
+        todo = regexes
         for regex in todo:
             matches = compile_topic_regex(regex)
             matched = frozenset(name for name, info in topics.items() if not info.internal and matches(name))
             if group.resolved_regexes.get(regex) != matched:
                 group.resolved_regexes[regex] = matched
                 changed = True
-        if due:
-            self._regex_refreshed[group.group_id] = (now, len(topics))
+        self._regex_refreshed[group.group_id] = (now, len(topics))
         return changed
 
+    def _resolve_later(self, group_id: str) -> None:
+        """The scheduled regex resolution: a changed topic set bumps the group epoch (the next
+        heartbeat computes the target assignment)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        snapshot = group.snapshot()
+        change = _Change()
+        try:
+            if not self._refresh_subscriptions(group, self.configs.settings_for(group_id), change, inline=True):
+                return
+            group.group_epoch += 1
+            change.records.append(rec.group_metadata(group_id, group.group_epoch))
+            self.base._append(group_id, change.records, APPEND_ERRORS_GROUP)
+        except Exception as exc:
+            self.groups[group_id] = snapshot
+            log.warning("consumer group %s: regex resolution failed: %r", group_id, exc)
+
     def _refresh_subscriptions(self, group: ConsumerGroup, settings: ConsumerGroupSettings, change: _Change,
-                               force: bool = False) -> bool:
+                               inline: bool = False) -> bool:
         """Re-read the metadata of the subscribed topics; True (and a record) when it changed."""
-        self._resolve_regexes(group, settings, force)
+        self._resolve_regexes(group, settings, inline)
         metadata: dict[str, tuple[uuid.UUID, int]] = {}
         for name in group.subscribed_topic_names():
             info = self.base._catalog.get(name)
@@ -465,31 +489,14 @@ class ConsumerGroupCoordinator:
 
     def _maybe_compute_target(self, group: ConsumerGroup, settings: ConsumerGroupSettings, change: _Change) -> None:
         """Assignment batching (`group.consumer.assignment.interval.ms`): a new target at most once
-        per interval; a change inside the interval is assigned by a timer at its end."""
+        per interval; a change inside the interval is assigned by the first heartbeat after it, as in
+        Kafka (no timer: members heartbeat anyway)."""
         now = time.monotonic()
         last = self._last_assignment.get(group.group_id)
         interval = settings.assignment_interval_ms
         if interval <= 0 or last is None or (now - last) * 1000 >= interval:
             self._compute_target(group, settings, change)
             self._last_assignment[group.group_id] = now
-            return
-        delay = int(interval - (now - last) * 1000) + 1
-        self.base._schedule(f"cg-assign-{group.group_id}", delay, self._assign_later, group.group_id)
-
-    def _assign_later(self, group_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.group_epoch <= group.assignment_epoch:
-            return
-        snapshot = group.snapshot()
-        change = _Change()
-        try:
-            self._compute_target(group, self.configs.settings_for(group_id), change)
-            self.base._append(group_id, change.records, APPEND_ERRORS_GROUP)
-        except Exception as exc:
-            self.groups[group_id] = snapshot
-            log.warning("consumer group %s: target assignment failed: %r", group_id, exc)
-            return
-        self._last_assignment[group_id] = time.monotonic()
 
     def _compute_target(self, group: ConsumerGroup, settings: ConsumerGroupSettings, change: _Change) -> None:
         name = self._assignor_for(group, settings)
@@ -640,7 +647,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.pop(group_id, None)
         self._regex_refreshed.pop(group_id, None)
         self._last_assignment.pop(group_id, None)
-        self.base._cancel(f"cg-assign-{group_id}")
+        self.base._cancel(f"cg-regex-{group_id}")
         if group is not None:
             for mid in group.members:
                 self._fence_timers(group_id, mid)

@@ -252,3 +252,44 @@ def test_minikafka_cli_describes_consumer_group(group_broker):
     assert res.returncode == 0, res.stderr
     assert "state Stable, protocol consumer/uniform, 1 member(s)" in res.stdout, res.stdout
     assert sum(1 for line in res.stdout.splitlines() if line.startswith(group) and "cli-member" in line) == 2
+
+
+def test_group_epochs_as_kafka(group_broker):
+    """Group epoch, assignment epoch and member epoch through joins, regex resolution (after the
+    heartbeat), assignment batching (group.consumer.assignment.interval.ms, 1 s) and a leave: the
+    numbers Kafka 4.3 answers."""
+    import time
+
+    bs = group_broker.bootstrap
+    prefix = unique("cgp-epochs")
+    t1 = create_topic(bs, f"{prefix}-a", 2)
+    t2 = create_topic(bs, f"{prefix}-b", 2)
+
+    def epochs(c, g, r):
+        d = describe(c, g)[g]
+        return r.member_epoch, d.group_epoch, d.assignment_epoch
+
+    with RawClient(bs) as c:
+        for kw, expected in ((dict(regex=f"^{prefix}-.*"), (1, 2, 1)), (dict(regex="^no-such-topic-.*"), (1, 1, 1)),
+                             (dict(topics=[]), (1, 1, 1)), (dict(topics=[t1]), (2, 2, 2))):
+            g = unique("cg-epochs")
+            ready_coordinator(c, g)
+            r = heartbeat(c, g, "a", 0, **kw)
+            assert r.error_code == 0
+            time.sleep(0.1)  # the regex resolution runs right after the heartbeat
+            assert epochs(c, g, r) == expected, kw
+        g = unique("cg-epochs")
+        ready_coordinator(c, g)
+        assert heartbeat(c, g, "a", 0, topics=[t1]).member_epoch == 2
+        time.sleep(1.2)
+        r = heartbeat(c, g, "b", 0, topics=[t2])  # a new member with a new topic: one bump
+        assert epochs(c, g, r) == (3, 3, 3)
+        r = heartbeat(c, g, "c", 0, topics=[t2])  # inside the assignment interval: the target waits
+        assert epochs(c, g, r) == (3, 4, 3)
+        time.sleep(1.2)
+        assert describe(c, g)[g].assignment_epoch == 3  # no heartbeat yet
+        assert heartbeat(c, g, "a", 2).error_code == 0  # the first heartbeat after the interval assigns
+        assert describe(c, g)[g].assignment_epoch == 4
+        assert heartbeat(c, g, "c", -1).error_code == 0
+        d = describe(c, g)[g]
+        assert (d.group_epoch, d.assignment_epoch, d.group_state) == (5, 4, "Assigning")

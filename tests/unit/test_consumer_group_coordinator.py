@@ -134,6 +134,8 @@ def test_assignment_batching(catalog):
         assert (b.member_epoch, group.group_epoch, group.assignment_epoch) == (2, 3, 2)
         assert group.state == ConsumerGroupState.ASSIGNING
         await asyncio.sleep(0.35)
+        assert group.assignment_epoch == 2  # assigned by the next heartbeat, not by a timer
+        assert hb(gc, "B", 2, owned={}, topics=None).member_epoch == 3
         assert group.assignment_epoch == 3 and group.state == ConsumerGroupState.RECONCILING
         gc.close()
     run(main)
