@@ -5,7 +5,10 @@ Runs on the event loop thread beside the classic coordinator (`base`, a GroupCoo
 the `__consumer_offsets` partitions, their loading state, record appends, timers and offsets. A state
 change is written to `__consumer_offsets` before the heartbeat that caused it is answered; if the
 append fails the in-memory group is restored from a copy taken before the change. Behaviour follows
-Kafka's GroupMetadataManager (consumerGroupHeartbeat / consumerGroupLeave / fencing).
+Kafka 4.3's GroupMetadataManager (consumerGroupHeartbeat / consumerGroupLeave / fencing), checked
+against the reference broker: the target assignment is recomputed by a heartbeat at most once per
+`group.consumer.assignment.interval.ms`; topic regexes are resolved right after the heartbeat that
+needs them (a timer), and a changed result bumps the group epoch on its own.
 """
 from __future__ import annotations
 
