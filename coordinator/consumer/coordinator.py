@@ -176,6 +176,7 @@ class ConsumerGroupCoordinator:
         snapshot = None if created else group.snapshot()
         change = _Change()
         bump = is_new = False
+        replaced: ConsumerMember | None = None
         member_id = req.member_id
         if req.member_epoch == 0:
             if not member_id:
@@ -244,6 +245,8 @@ class ConsumerGroupCoordinator:
             classic = self.base.groups.pop(group.group_id, None)
             if classic is not None:  # its GroupMetadata tombstone went out with this heartbeat's records
                 self.base._cancel_group_timers(classic)
+        if replaced is not None:
+            self._fence_timers(group.group_id, replaced.member_id)
         self._after_change(group, member, nxt, settings)
         full_request = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1 and req.owned is not None
@@ -266,8 +269,7 @@ class ConsumerGroupCoordinator:
                                 f"Static member {member_id} with instance id {req.instance_id} cannot join the group "
                                 f"because the instance id is owned by {existing.member_id} member.")
                 # the static member comes back under a new member id: it takes over the old one's
-                # epoch and assignment, without a rebalance
-                self._fence_timers(group.group_id, existing.member_id)
+                # assignment, without a rebalance (the old one's timers stop once this is written)
                 group.remove_member(existing.member_id)
                 target = group.target.pop(existing.member_id, None)
                 change.records += [rec.current_assignment(group.group_id, existing.member_id),
