@@ -26,7 +26,7 @@ DescribedAssignment = DescribedMember.Assignment
 DescribedTopicPartitions = DescribedAssignment.TopicPartitions
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS as a bit field (no authorizer: all allowed)
 GROUP_OPERATIONS_BITS = sum(1 << op for op in (3, 6, 8, 10, 11))
-CONSUMER_MEMBER_TYPE = 1
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # MemberType of ConsumerGroupDescribe v1
 
 
 @handles(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1)
@@ -84,7 +84,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroup
                 subscribed_topic_names=sorted(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex or "",
                 assignment=_described_assignment(groups.consumer, m.assigned),
                 target_assignment=_described_assignment(groups.consumer, group.target.get(m.member_id, {})),
-                member_type=CONSUMER_MEMBER_TYPE))
+                member_type=CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE))
         out.append(DescribedGroup(
             error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
             group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,

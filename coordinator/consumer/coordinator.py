@@ -26,6 +26,7 @@ from ..group_metadata import GroupError
 from ..group_records import GroupMetadataKey, encode_group_metadata_key
 from . import records as rec
 from .assignors import ASSIGNORS
+from .classic_members import ClassicMembers
 from .config import ConsumerGroupConfigs, ConsumerGroupSettings
 from .model import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -94,7 +95,7 @@ class _Change:
     records: list[rec.Record] = field(default_factory=list)
 
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(ClassicMembers):
     def __init__(self, base: "GroupCoordinator", settings: ConsumerGroupSettings) -> None:
         self.base = base
         self.configs = ConsumerGroupConfigs(settings)
@@ -157,24 +158,28 @@ class ConsumerGroupCoordinator:
         except AppendFailed as exc:
             return HeartbeatResult(error=exc.errno)
 
-    def _group_for(self, group_id: str, create: bool) -> tuple[ConsumerGroup, bool]:
+    def _group_for(self, group_id: str, create: bool) -> tuple[ConsumerGroup, bool, list[rec.Record] | None]:
+        """(group, created by this request, the records of an online upgrade of a classic group)."""
         group = self.groups.get(group_id)
         if group is not None:
-            return group, False
+            return group, False, None
         classic = self.base.groups.get(group_id)
         if classic is not None:
             if create and not classic.members and not classic.pending_join_members:
-                return ConsumerGroup(group_id), True  # an empty classic group is replaced
+                return ConsumerGroup(group_id), True, None  # an empty classic group is replaced
+            converted = self.convert_classic_group(classic) if create else None
+            if converted is not None:
+                return converted[0], True, converted[1]
             raise _fail(ke.GroupIdNotFoundError, f"Group {group_id} is not a consumer group")
         if not create:
             raise _fail(ke.GroupIdNotFoundError, f"Consumer group {group_id} not found.")
-        return ConsumerGroup(group_id), True
+        return ConsumerGroup(group_id), True, None
 
     def _heartbeat(self, req: HeartbeatRequestData, api_version: int,
                    settings: ConsumerGroupSettings) -> HeartbeatResult:
-        group, created = self._group_for(req.group_id, create=req.member_epoch == 0)
+        group, created, upgrade = self._group_for(req.group_id, create=req.member_epoch == 0)
         snapshot = None if created else group.snapshot()
-        change = _Change()
+        change = _Change(list(upgrade or ()))
         bump = is_new = False
         replaced: ConsumerMember | None = None
         member_id = req.member_id
@@ -209,6 +214,30 @@ class ConsumerGroupCoordinator:
             subscribed_topic_regex=(req.subscribed_topic_regex or None) if req.subscribed_topic_regex is not None
             else member.subscribed_topic_regex,
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor)
+        nxt = self._update_and_reconcile(group, created, snapshot, member, updated, is_new, bump, req.owned,
+                                         settings, change, converted=upgrade is not None)
+        if upgrade is not None:  # the classic members keep their sessions
+            for m in group.members.values():
+                if m.classic is not None:
+                    self._schedule_session(group.group_id, m.member_id, m.classic.session_timeout_ms)
+        if replaced is not None:
+            self._fence_timers(group.group_id, replaced.member_id)
+        self._after_change(group, member, nxt, settings)
+        full_request = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        send_assignment = full_request or nxt.assigned != member.assigned
+        return HeartbeatResult(member_id=nxt.member_id, member_epoch=nxt.member_epoch,
+                               heartbeat_interval_ms=settings.heartbeat_interval_ms,
+                               assignment=nxt.assigned if send_assignment else None)
+
+    def _update_and_reconcile(self, group: ConsumerGroup, created: bool, snapshot: ConsumerGroup | None,
+                              member: ConsumerMember, updated: ConsumerMember, is_new: bool, bump: bool,
+                              owned: Assignment | None, settings: ConsumerGroupSettings, change: _Change,
+                              converted: bool = False) -> ConsumerMember:
+        """Store the member's new metadata, bump the group epoch as needed, compute the target, move the
+        member one reconciliation step, write it all; restores the group if anything fails."""
+        req_owned = owned
         try:
             if _metadata_changed(member, updated) or is_new:
                 change.records.append(rec.member_metadata(group.group_id, updated))
@@ -218,7 +247,7 @@ class ConsumerGroupCoordinator:
             # one bump for a changed subscription or topic metadata; Kafka 4.3 bumps a group created by
             # this heartbeat twice when its first member's topics exist (subscription, then metadata)
             metadata_changed = self._refresh_subscriptions(group, settings, change)
-            bumps = 2 if created and bump and metadata_changed else int(bump or metadata_changed)
+            bumps = 2 if created and not converted and bump and metadata_changed else int(bump or metadata_changed)
             if bumps:
                 group.group_epoch += bumps
                 change.records.append(rec.group_metadata(group.group_id, group.group_epoch))
@@ -226,7 +255,7 @@ class ConsumerGroupCoordinator:
                 self._maybe_compute_target(group, settings, change)
             current = group.members[updated.member_id]
             target = group.target.get(current.member_id, {})
-            nxt = reconcile(current, group.assignment_epoch, target, req.owned, group.owner_of)
+            nxt = reconcile(current, group.assignment_epoch, target, req_owned, group.owner_of)
             if nxt != current or is_new:
                 group.update_member(nxt)
                 change.records.append(rec.current_assignment(group.group_id, nxt))
@@ -245,16 +274,7 @@ class ConsumerGroupCoordinator:
             classic = self.base.groups.pop(group.group_id, None)
             if classic is not None:  # its GroupMetadata tombstone went out with this heartbeat's records
                 self.base._cancel_group_timers(classic)
-        if replaced is not None:
-            self._fence_timers(group.group_id, replaced.member_id)
-        self._after_change(group, member, nxt, settings)
-        full_request = req.member_epoch == 0 or (
-            req.rebalance_timeout_ms != -1 and req.owned is not None
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
-        send_assignment = full_request or nxt.assigned != member.assigned
-        return HeartbeatResult(member_id=nxt.member_id, member_epoch=nxt.member_epoch,
-                               heartbeat_interval_ms=settings.heartbeat_interval_ms,
-                               assignment=nxt.assigned if send_assignment else None)
+        return nxt
 
     def _joining_member(self, group: ConsumerGroup, req: HeartbeatRequestData, member_id: str,
                         settings: ConsumerGroupSettings, change: _Change
@@ -392,13 +412,21 @@ class ConsumerGroupCoordinator:
         self._cancel(group_id, member_id, "session")
         self._cancel(group_id, member_id, "rebalance")
 
-    def _schedule_session(self, group_id: str, member_id: str, settings: ConsumerGroupSettings) -> None:
-        self.base._schedule(self._key(group_id, member_id, "session"), settings.session_timeout_ms,
+    def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:
+        self.base._schedule(self._key(group_id, member_id, "session"), timeout_ms,
                             self._fence, group_id, member_id, "session timeout")
+
+    @staticmethod
+    def _session_timeout(member: ConsumerMember, settings: ConsumerGroupSettings) -> int:
+        return member.classic.session_timeout_ms if member.classic is not None else settings.session_timeout_ms
+
+    @staticmethod
+    def _change() -> "_Change":
+        return _Change()
 
     def _after_change(self, group: ConsumerGroup, before: ConsumerMember, after: ConsumerMember,
                       settings: ConsumerGroupSettings) -> None:
-        self._schedule_session(group.group_id, after.member_id, settings)
+        self._schedule_session(group.group_id, after.member_id, self._session_timeout(after, settings))
         if after.state == MemberState.UNREVOKED_PARTITIONS:
             if before.state != MemberState.UNREVOKED_PARTITIONS or before.member_epoch != after.member_epoch \
                     or before.pending_revocation != after.pending_revocation:
@@ -535,6 +563,10 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             raise _fail(ke.UnknownMemberIdError, f"Member {member_id} is not a member of group {group_id}.")
+        if member.classic is not None:  # a classic member commits with its generation (= member epoch)
+            if member_epoch != member.member_epoch:
+                raise _fail(ke.IllegalGenerationError, "")
+            return
         if not transactional and api_version is not None and api_version < 9:
             raise _fail(ke.UnsupportedVersionError, "OffsetCommit version 9 or above must be used by members "
                                                     "using the modern group protocol")
@@ -596,7 +628,7 @@ class ConsumerGroupCoordinator:
                 instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
                 client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
                 subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-                server_assignor=value.server_assignor)
+                server_assignor=value.server_assignor, classic=value.classic)
         elif t == rec.CURRENT_ASSIGNMENT:
             if value is None:
                 return  # the member metadata tombstone removes the member
@@ -626,7 +658,7 @@ class ConsumerGroupCoordinator:
                 group.assignor_name = self._assignor_for(group, self.configs.settings_for(group.group_id))
             settings = self.configs.settings_for(group.group_id)
             for member in group.members.values():
-                self._schedule_session(group.group_id, member.member_id, settings)
+                self._schedule_session(group.group_id, member.member_id, self._session_timeout(member, settings))
 
     # ============================================================== administration
 

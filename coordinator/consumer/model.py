@@ -46,6 +46,13 @@ def partitions_of(assignment: Assignment) -> set[tuple[uuid.UUID, int]]:
 
 
 @dataclass(frozen=True)
+class ClassicInfo:
+    """A member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription metadata) as it joined with
+
+
+@dataclass(frozen=True)
 class ConsumerMember:
     member_id: str
     member_epoch: int = 0
@@ -61,6 +68,7 @@ class ConsumerMember:
     rebalance_timeout_ms: int = -1
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicInfo | None = None
 
     def replace(self, **changes) -> "ConsumerMember":
         return dataclasses.replace(self, **changes)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..group_records import RecordFormatError, _Reader, _Writer
-from .model import Assignment, ConsumerMember, MemberState, freeze
+from .model import Assignment, ClassicInfo, ConsumerMember, MemberState, freeze
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -145,7 +145,21 @@ def member_metadata(group_id: str, member: ConsumerMember | str) -> Record:
     w.string(member.subscribed_topic_regex)
     w.i32(member.rebalance_timeout_ms)
     w.string(member.server_assignor)
-    w.no_tags()
+    if member.classic is None:
+        w.no_tags()
+    else:  # tagged field 0: ClassicMemberMetadata
+        t = _Writer(flexible=True)
+        t.i32(member.classic.session_timeout_ms)
+        t.array_len(len(member.classic.protocols))
+        for name, metadata in member.classic.protocols:
+            t.string(name)
+            t.bytes_(metadata)
+            t.no_tags()
+        t.no_tags()
+        w.uvarint(1)
+        w.uvarint(0)
+        w.uvarint(len(t.buf))
+        w.buf += t.buf
     return encode_key(MEMBER_METADATA, group_id, member.member_id), bytes(w.buf)
 
 
@@ -192,6 +206,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -231,8 +246,21 @@ def decode_value(record_type: int, data: bytes):
         regex = r.string(nullable=True)
         rebalance_timeout = r.i32()
         assignor = r.string(nullable=True)
+        classic = None
+        for _ in range(r.uvarint()):  # tagged fields: 0 is ClassicMemberMetadata
+            tag, size = r.uvarint(), r.uvarint()
+            body = bytes(r._take(size))
+            if tag == 0:
+                t = _Reader(body, flexible=True)
+                session = t.i32()
+                protocols = []
+                for _ in range(t.array_len()):
+                    protocols.append((t.string(), t.bytes_() or b""))
+                    t.skip_tags()
+                classic = ClassicInfo(session, tuple(protocols))
         out = MemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout,
-                                  assignor)
+                                  assignor, classic)
+        return out
     elif record_type == TARGET_MEMBER:
         out = _read_partitions(r)
     elif record_type == CURRENT_ASSIGNMENT:

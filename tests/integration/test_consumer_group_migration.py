@@ -125,3 +125,47 @@ def read_committed(bs: str, topic: str, expected: int) -> list[bytes]:
     finally:
         c.close()
     return out
+
+
+def test_online_upgrade_of_a_classic_group(group_broker):
+    """Two classic members share a topic; a group.protocol=consumer member joins: the group becomes
+    a consumer group with the classic members in it (they keep JoinGroup/SyncGroup/Heartbeat), the
+    partitions spread over all three without ever being held twice, and back when it leaves."""
+    from tests.consumer_protocol_helpers import OwnershipLog
+    from tests.integration.test_consumer_group_protocol import CommitWatcher, wait_members
+
+    bs = group_broker.bootstrap
+    topic = create_topic(bs, unique("cgp-upgrade"), 6)
+    group = unique("cg-upgrade")
+    log = OwnershipLog()
+    classic_conf = {"group.protocol": "classic", "session.timeout.ms": 10000, "heartbeat.interval.ms": 500}
+    produced = produce(bs, topic, 6, 60)
+    a = ProtocolConsumer(bs, group, [topic], "a", log, **classic_conf)
+    b = ProtocolConsumer(bs, group, [topic], "b", log, **classic_conf)
+    c = None
+    watcher = CommitWatcher(bs, group, topic, 6)
+    try:
+        wait_members([a, b], [3, 3])
+        assert group_type(bs, group) == "classic"
+        c = ProtocolConsumer(bs, group, [topic], "c", log)
+        wait_members([a, b, c], [2, 2, 2], timeout=90)
+        assert group_type(bs, group) == "consumer"
+        with RawClient(bs) as raw:
+            g = describe(raw, group)[group]
+        # MemberType: 0 classic, 1 consumer
+        assert g.error_code == 0 and sorted(m.member_type for m in g.members) == [0, 0, 1], g
+        produced += produce(bs, topic, 6, 60, start=60)
+        wait_until(lambda: set(produced) <= set(a.values() + b.values() + c.values()), timeout=60,
+                   what="everything consumed by the mixed group")
+        c.stop()
+        wait_members([a, b], [3, 3], timeout=90)
+        produced += produce(bs, topic, 6, 60, start=120)
+        wait_until(lambda: set(produced) <= set(a.values() + b.values() + c.values()), timeout=60,
+                   what="everything consumed after the consumer member left")
+    finally:
+        for x in (a, b, c):
+            if x is not None:
+                x.stop()
+        watcher.stop()
+    log.assert_never_shared()
+    assert not watcher.regressions, watcher.regressions

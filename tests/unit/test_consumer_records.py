@@ -67,3 +67,13 @@ def test_broker_refuses_bad_consumer_group_settings():
     with pytest.raises(ConfigError):
         BrokerConfig.load(overrides={"group.consumer.heartbeat.interval.ms": "100"}, environ={})
     BrokerConfig.load(overrides={"group.consumer.heartbeat.interval.ms": "6000"}, environ={})
+
+
+def test_classic_member_metadata_tagged_field():
+    from minikafka.coordinator.consumer.model import ClassicInfo
+
+    m = ConsumerMember("m", subscribed_topic_names=("a",), classic=ClassicInfo(10000, (("range", b"\x00\x01x"),)))
+    _, v = roundtrip(rec.member_metadata("g", m))
+    assert v.classic == ClassicInfo(10000, (("range", b"\x00\x01x"),))
+    _, v = roundtrip(rec.member_metadata("g", ConsumerMember("m")))
+    assert v.classic is None
