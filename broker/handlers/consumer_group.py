@@ -81,7 +81,8 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroup
             members.append(DescribedMember(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host,
-                subscribed_topic_names=sorted(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex or "",
+                subscribed_topic_names=sorted(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex or "",
                 assignment=_described_assignment(groups.consumer, m.assigned),
                 target_assignment=_described_assignment(groups.consumer, group.target.get(m.member_id, {})),
                 member_type=CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE))

@@ -12,19 +12,28 @@ ConsumerGroup.fromClassicGroup.
 """
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import kafka.errors as ke
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from ..group_errors import GROUP_MAX_SIZE_REACHED, INCONSISTENT_GROUP_PROTOCOL, NONE, AppendFailed
+from ..group_errors import (
+    APPEND_ERRORS_GROUP,
+    GROUP_MAX_SIZE_REACHED,
+    INCONSISTENT_GROUP_PROTOCOL,
+    NONE,
+    AppendFailed,
+)
 from ..group_metadata import GroupError, GroupState, JoinResult, SyncResult
 from . import records as rec
 from .model import Assignment, ClassicInfo, ConsumerGroup, ConsumerMember, MemberState, freeze
 
 if TYPE_CHECKING:
     from ..group_metadata import ClassicGroup
+
+log = logging.getLogger(__name__)
 
 CONSUMER_PROTOCOL = "consumer"
 UNKNOWN_MEMBER_ID = ke.UnknownMemberIdError.errno
@@ -118,9 +127,45 @@ class ClassicMembers:
             info = self.base._catalog.get(name)
             if info is not None:
                 group.subscription_metadata[name] = (info.topic_id, info.partitions)
-        records += [rec.partition_metadata(gid, group.subscription_metadata), rec.group_metadata(gid, group.group_epoch),
-                    rec.target_metadata(gid, group.assignment_epoch)]
+        records += [rec.partition_metadata(gid, group.subscription_metadata),
+                    rec.group_metadata(gid, group.group_epoch), rec.target_metadata(gid, group.assignment_epoch)]
         return group, records
+
+    def maybe_downgrade(self, group: ConsumerGroup) -> None:
+        """A consumer group whose members all speak the classic protocol becomes a classic group again
+        (policy downgrade or bidirectional), which starts a rebalance: the members rejoin it."""
+        from ..group_metadata import ClassicGroup, Member
+
+        settings = self.configs.settings_for(group.group_id)
+        if settings.migration_policy not in ("downgrade", "bidirectional"):
+            return
+        if not group.members or any(m.classic is None for m in group.members.values()):
+            return
+        gid = group.group_id
+        classic = ClassicGroup(gid, GroupState.STABLE, now_ms=self.base._now_ms(), generation_id=group.group_epoch,
+                               protocol_type=CONSUMER_PROTOCOL)
+        for m in group.members.values():
+            classic.add(Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                               m.classic.session_timeout_ms, CONSUMER_PROTOCOL, list(m.classic.protocols),
+                               self._assignment_bytes(m)))
+        classic.protocol_name = classic.select_protocol()
+        classic.leader_id = next(iter(classic.members))
+        records: list[rec.Record] = []
+        for mid in group.members:
+            records += [rec.current_assignment(gid, mid), rec.member_metadata(gid, mid)]
+        records += self.tombstones(group)
+        records.append(self.base._group_record(classic))
+        try:
+            self.base._append(gid, records, APPEND_ERRORS_GROUP)
+        except AppendFailed as exc:
+            log.warning("consumer group %s: downgrade to a classic group failed: %r", gid, exc)
+            return
+        self.forget(gid)
+        self.base.groups[gid] = classic
+        classic.subscribed_topics = classic.compute_subscribed_topics()
+        for member in classic.members.values():
+            self.base._reschedule_heartbeat(classic, member)
+        self.base._prepare_rebalance(classic, "the consumer group has only classic members left")
 
     # ------------------------------------------------------------------------ classic APIs
 
@@ -170,8 +215,8 @@ class ClassicMembers:
                 return JoinResult(error=UNKNOWN_MEMBER_ID, member_id=member_id)
             else:
                 is_new, bump = False, False
-        owned = self._names_to_ids([(tp.topic, list(tp.partitions)) for tp in (getattr(sub, "owned_partitions", None)
-                                                                              or [])])
+        owned_parts = getattr(sub, "owned_partitions", None) or []  # ConsumerProtocolSubscription v1+
+        owned = self._names_to_ids([(tp.topic, list(tp.partitions)) for tp in owned_parts])
         updated = member.replace(
             instance_id=group_instance_id if group_instance_id is not None else member.instance_id,
             client_id=client_id, client_host=client_host, rebalance_timeout_ms=rebalance_timeout_ms,
@@ -241,11 +286,12 @@ class ClassicMembers:
                     member_id = member_id or static_id
                 if member_id not in group.members:
                     raise GroupError(UNKNOWN_MEMBER_ID)
-                self._remove_member(group, member_id)
+                self._remove_member(group, member_id, downgrade=False)
                 group = self.groups[group_id]
             except GroupError as exc:
                 code = exc.errno
             except AppendFailed as exc:
                 code = exc.errno
             results.append((member_id, instance_id, code))
+        self.maybe_downgrade(group)
         return NONE, results

@@ -247,7 +247,8 @@ class ConsumerGroupCoordinator(ClassicMembers):
             # one bump for a changed subscription or topic metadata; Kafka 4.3 bumps a group created by
             # this heartbeat twice when its first member's topics exist (subscription, then metadata)
             metadata_changed = self._refresh_subscriptions(group, settings, change)
-            bumps = 2 if created and not converted and bump and metadata_changed else int(bump or metadata_changed)
+            twice = created and not converted and bump and metadata_changed
+            bumps = 2 if twice else int(bump or metadata_changed)
             if bumps:
                 group.group_epoch += bumps
                 change.records.append(rec.group_metadata(group.group_id, group.group_epoch))
@@ -369,8 +370,9 @@ class ConsumerGroupCoordinator(ClassicMembers):
             self._remove_member(group, member.member_id)
         return HeartbeatResult(member_id=req.member_id, member_epoch=req.member_epoch)
 
-    def _remove_member(self, group: ConsumerGroup, member_id: str) -> None:
-        """Remove a member (leave, session or rebalance timeout) and bump the group epoch."""
+    def _remove_member(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> None:
+        """Remove a member (leave, session or rebalance timeout) and bump the group epoch; a group left
+        with classic members only becomes a classic group again (`downgrade`)."""
         snapshot = group.snapshot()
         try:
             group.remove_member(member_id)
@@ -389,6 +391,8 @@ class ConsumerGroupCoordinator(ClassicMembers):
             self.groups[group.group_id] = snapshot
             raise
         self._fence_timers(group.group_id, member_id)
+        if downgrade:
+            self.maybe_downgrade(group)
 
     def _fence(self, group_id: str, member_id: str, why: str) -> None:
         group = self.groups.get(group_id)

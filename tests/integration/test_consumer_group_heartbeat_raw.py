@@ -42,7 +42,8 @@ def test_heartbeat_errors(group_broker):
         assert r.error_message == "MemberId can't be empty."
         # the first heartbeat must carry the rebalance timeout, a subscription and no owned partitions
         r = heartbeat(c, group, "m1", 0, topics=[topic], rebalance_timeout_ms=-1)
-        assert r.error_code == INVALID_REQUEST and r.error_message == "RebalanceTimeoutMs must be provided in first request."
+        assert (r.error_code, r.error_message) == (INVALID_REQUEST,
+                                                   "RebalanceTimeoutMs must be provided in first request.")
         r = heartbeat(c, group, "m1", 0, topics=None)
         assert r.error_code == INVALID_REQUEST
         r = heartbeat(c, group, "m1", -3, topics=[topic])
@@ -51,7 +52,8 @@ def test_heartbeat_errors(group_broker):
         assert r.error_code == UNSUPPORTED_ASSIGNOR, r
         r = heartbeat(c, group, "m1", 0, regex="[")
         assert (r.error_code, r.error_message) == (
-            INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex `[` is not a valid regular expression: missing closing ]."), r
+            INVALID_REGULAR_EXPRESSION,
+            "SubscribedTopicRegex `[` is not a valid regular expression: missing closing ]."), r
         # an epoch > 0 for a group that does not exist
         r = heartbeat(c, unique("cg-none"), "m1", 3)
         assert r.error_code == GROUP_ID_NOT_FOUND, r
@@ -65,7 +67,8 @@ def test_heartbeat_errors(group_broker):
         assert owned_of(r) == [(tid, [0, 1])]
         # unknown member, epoch from the future
         r = heartbeat(c, group, "m2", 1)
-        assert (r.error_code, r.error_message) == (UNKNOWN_MEMBER_ID, f"Member m2 is not a member of group {group}.")
+        assert (r.error_code, r.error_message) == (UNKNOWN_MEMBER_ID,
+                                                   f"Member m2 is not a member of group {group}.")
         r = heartbeat(c, group, "m1", 3)
         assert r.error_code == FENCED_MEMBER_EPOCH, r
         assert r.error_message.startswith("The consumer group member has a greater member epoch (3)")

@@ -159,6 +159,7 @@ def test_online_upgrade_of_a_classic_group(group_broker):
                    what="everything consumed by the mixed group")
         c.stop()
         wait_members([a, b], [3, 3], timeout=90)
+        assert group_type(bs, group) == "classic"  # only classic members left: downgraded
         produced += produce(bs, topic, 6, 60, start=120)
         wait_until(lambda: set(produced) <= set(a.values() + b.values() + c.values()), timeout=60,
                    what="everything consumed after the consumer member left")
