@@ -81,6 +81,20 @@ DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": str(2**31 - 1),
+    # KIP-848 consumer groups (coordinator/consumer/config.py)
+    "group.coordinator.rebalance.protocols": "classic,consumer,streams",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+                                "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+    "group.consumer.max.size": str(2**31 - 1),
+    "group.consumer.migration.policy": "bidirectional",
+    "group.consumer.assignment.interval.ms": "1000",
+    "group.consumer.regex.refresh.interval.ms": "10000",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
     "offset.metadata.max.bytes": "4096",
@@ -199,6 +213,8 @@ class BrokerConfig:
             self.retention_check_interval_ms = int(self.get("log.retention.check.interval.ms"))
             self.offsets_topic_partitions = int(self.get("offsets.topic.num.partitions"))
             self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))
+            from ..coordinator.consumer.config import ConsumerGroupSettings
+            ConsumerGroupSettings.from_props(self.get)  # refuse bad consumer-group settings at start-up
             self.log_config = self._log_config()
         except (ValueError, InvalidConfigError) as exc:
             raise ConfigError(str(exc)) from exc

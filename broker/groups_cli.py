@@ -1,5 +1,6 @@
-"""`minikafka groups list|describe GROUP`: consumer groups over the wire (kafka-python admin client),
-with the columns of Kafka's kafka-consumer-groups.sh --describe (committed offset, log end, lag)."""
+"""`minikafka groups list|describe GROUP`: consumer groups over the wire (kafka-python admin client;
+ConsumerGroupDescribe for KIP-848 groups), with the columns of Kafka's kafka-consumer-groups.sh
+--describe (committed offset, log end, lag)."""
 from __future__ import annotations
 
 import argparse
@@ -38,11 +39,38 @@ def cmd_groups(args: argparse.Namespace) -> int:
         admin.close()
 
 
+def _consumer_group_description(admin, group: str) -> dict | None:
+    """ConsumerGroupDescribe of `group` in the shape of kafka-python's describe_groups(); None if it is
+    not a consumer group."""
+    from ..protocol.messages import ConsumerGroupDescribeRequest
+
+    async def describe():
+        coordinator = await admin._find_coordinator_id(group)
+        request = ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
+        return await admin._manager.send(request, node_id=coordinator)
+
+    try:
+        (g,) = admin._manager.run(describe).groups
+    except Exception:  # a broker without API 69, or an answer we cannot use: the classic view stays
+        return None
+    if g.error_code:
+        return None
+    members = []
+    for m in g.members:
+        parts = [{"topic": tp.topic_name, "partitions": list(tp.partitions)} for tp in m.assignment.topic_partitions]
+        members.append({"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                        "client_host": m.client_host, "member_assignment": {"assigned_partitions": parts}})
+    return {"group_state": g.group_state, "protocol_type": "consumer", "protocol_data": g.assignor_name,
+            "members": members}
+
+
 def _describe(admin, group: str) -> int:
     from kafka.protocol.consumer import OffsetSpec
     from kafka.structs import TopicPartition
 
     desc = admin.describe_groups([group])[group]
+    if desc.get("group_state") == "Dead":  # not a classic group: maybe a KIP-848 consumer group
+        desc = _consumer_group_description(admin, group) or desc
     committed = admin.list_group_offsets({group: None}).get(group, {})
     if desc.get("group_state") == "Dead" and not committed:
         print(f"Consumer group '{group}' does not exist.", file=sys.stderr)

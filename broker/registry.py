@@ -66,6 +66,8 @@ API_TABLE: dict[int, ApiEntry] = {
     61: ApiEntry("describe_producers", 0, 0),
     65: ApiEntry("describe_transactions", 0, 0),
     66: ApiEntry("list_transactions", 0, 2),
+    68: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupHeartbeat
+    69: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupDescribe
     75: ApiEntry("describe_topic_partitions", 0, 0),
 }
 

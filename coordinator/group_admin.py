@@ -55,6 +55,7 @@ class GroupAdmin:
             if types and "classic" not in types:
                 continue
             out.append(group)
+        out += self.consumer.list_groups(states, types)
         return (COORDINATOR_LOAD_IN_PROGRESS if self._loading else NONE), out
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
@@ -79,6 +80,10 @@ class GroupAdmin:
                 if not self.topic_exists:
                     raise group_error(ke.GroupIdNotFoundError)
                 self._check_partition(group_id)
+                if group_id in self.consumer.groups:
+                    self._delete_consumer_group(group_id)
+                    results[group_id] = NONE
+                    continue
                 group = self.groups.get(group_id)
                 if group is None or group.is_in(GroupState.DEAD):
                     raise group_error(ke.GroupIdNotFoundError)
@@ -92,6 +97,19 @@ class GroupAdmin:
             except AppendFailed as exc:
                 results[group_id] = exc.errno
         return results
+
+    def _delete_consumer_group(self, group_id: str) -> None:
+        """An empty KIP-848 group: its records and its offsets get tombstones in one batch."""
+        consumer_group = self.consumer.groups[group_id]
+        if consumer_group.members:
+            raise group_error(ke.NonEmptyGroupError)
+        records: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None)
+            for t, p, _ in self.offsets.partitions(group_id)]
+        records += self.consumer.tombstones(consumer_group)
+        self._append(group_id, records, APPEND_ERRORS_GROUP)
+        self.offsets.delete_group(group_id)
+        self.consumer.forget(group_id)
 
     def _delete_group(self, group: ClassicGroup) -> None:
         gid = group.group_id

@@ -55,7 +55,9 @@ class GroupOffsets:
         group = self.groups.get(group_id)
         created = False
         try:
-            if group is None:
+            if group_id in self.consumer.groups:  # a KIP-848 group: generation_id is the member epoch
+                self.consumer.validate_offset_commit(group_id, member_id, generation_id, api_version)
+            elif group is None:
                 if generation_id >= 0:
                     # v9+ says so; older versions keep the historical ILLEGAL_GENERATION
                     return fail(GROUP_ID_NOT_FOUND if api_version >= 9 else ILLEGAL_GENERATION)
@@ -64,7 +66,7 @@ class GroupOffsets:
                 self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
         except GroupError as exc:
             return fail(exc.errno)
-        if generation_id >= 0 and member_id in group.members:
+        if generation_id >= 0 and group is not None and member_id in group.members:
             self._reschedule_heartbeat(group, group.members[member_id])
         now = self._now_ms()
         expire = now + retention_time_ms if retention_time_ms is not None and retention_time_ms >= 0 else -1
@@ -111,7 +113,9 @@ class GroupOffsets:
         group = self.groups.get(group_id)
         created = False
         try:
-            if group is None:
+            if group_id in self.consumer.groups:  # a KIP-848 group: generation_id is the member epoch
+                self.consumer.validate_offset_commit(group_id, member_id, generation_id, None, transactional=True)
+            elif group is None:
                 if generation_id >= 0:
                     return fail(ILLEGAL_GENERATION)
                 group, created = ClassicGroup(group_id, GroupState.EMPTY, now_ms=self._now_ms()), True
@@ -160,16 +164,20 @@ class GroupOffsets:
         if not transactional and group.is_in(GroupState.COMPLETING_REBALANCE):
             raise group_error(ke.RebalanceInProgressError)
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
-        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]); topics None = all."""
+        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]); topics None = all.
+        `member_id` / `member_epoch` (OffsetFetch v9+) are checked against a KIP-848 group's member."""
         if self.topic_exists:
             try:
                 self._check_partition(group_id)
+                if group_id in self.consumer.groups:
+                    self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
             except GroupError as exc:
                 return exc.errno, []
         group = self.groups.get(group_id)
-        known = group is not None and not group.is_in(GroupState.DEAD)
+        known = (group is not None and not group.is_in(GroupState.DEAD)) or group_id in self.consumer.groups
         out: list[tuple[str, list[tuple[int, int, int, str, int]]]] = []
         if topics is None:
             if not known:
@@ -205,15 +213,20 @@ class GroupOffsets:
         except GroupError as exc:
             return exc.errno, {}
         group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:  # KIP-848: offsets of topics no member subscribes to may go
+            is_subscribed_to = consumer_group.subscribed_topic_names().__contains__
+        elif group is None or group.is_in(GroupState.DEAD):
             return GROUP_ID_NOT_FOUND, {}
-        if (group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
+        elif (group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
                 and not group.uses_consumer_protocol()):
             return NON_EMPTY_GROUP, {}
+        else:
+            is_subscribed_to = group.is_subscribed_to
         results: dict[tuple[str, int], int] = {}
         doomed: list[tuple[str, int]] = []
         for topic, partition in partitions:
-            if group.is_subscribed_to(topic):
+            if is_subscribed_to(topic):
                 results[(topic, partition)] = GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             results[(topic, partition)] = NONE
@@ -237,21 +250,31 @@ class GroupOffsets:
         now = self._now_ms()
         retention = self.config.offsets_retention_ms
         removed = 0
-        for group_id in sorted(set(self.groups) | set(self.offsets.groups())):
+        for group_id in sorted(set(self.groups) | set(self.consumer.groups) | set(self.offsets.groups())):
             if self.partition_for(group_id) in self._loading:
                 continue
             group = self.groups.get(group_id)
-            if group is None:
-                continue
-            base = self._expiration_base(group)
-            if base is None:
-                continue
-            expired, all_expired = self.offsets.expired(group_id, now, retention, base, group.is_subscribed_to)
-            records: list[tuple[bytes, bytes | None]] = [
-                (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
-            delete_group = all_expired and group.is_in(GroupState.EMPTY)
-            if delete_group:
-                records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None:
+                # KIP-848 groups: measured from the commit, kept while a member subscribes to the topic
+                expired, all_expired = self.offsets.expired(group_id, now, retention, lambda v: v.commit_timestamp,
+                                                            consumer_group.subscribed_topic_names().__contains__)
+                delete_group = all_expired and not consumer_group.members
+                records: list[tuple[bytes, bytes | None]] = [
+                    (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
+                if delete_group:
+                    records += self.consumer.tombstones(consumer_group)
+            else:
+                if group is None:
+                    continue
+                base = self._expiration_base(group)
+                if base is None:
+                    continue
+                expired, all_expired = self.offsets.expired(group_id, now, retention, base, group.is_subscribed_to)
+                records = [(encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
+                delete_group = all_expired and group.is_in(GroupState.EMPTY)
+                if delete_group:
+                    records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
             if not records:
                 continue
             try:
@@ -265,7 +288,10 @@ class GroupOffsets:
                 log.info("group %s: removed %d expired offsets", group_id, len(expired))
             if delete_group:
                 log.info("group %s: empty with no offsets left, deleted", group_id)
-                self._remove_group(group)
+                if consumer_group is not None:
+                    self.consumer.forget(group_id)
+                else:
+                    self._remove_group(group)
         return removed
 
     @staticmethod

@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterable
 import kafka.errors as ke
 
 from ..storage.partition_log import AppendOrigin
+from .consumer.config import ConsumerGroupSettings
+from .consumer.coordinator import ConsumerGroupCoordinator
 from .group_admin import GroupAdmin
 from .group_commits import GroupOffsets
 from .group_errors import APPEND_ERRORS_GROUP, OFFSETS_TOPIC, AppendFailed
@@ -59,6 +61,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_topic_segment_bytes: int = 104857600
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    consumer: ConsumerGroupSettings = ConsumerGroupSettings()  # KIP-848 groups
 
     @classmethod
     def from_props(cls, get: Callable[[str], str]) -> "GroupConfig":
@@ -72,6 +75,7 @@ class GroupConfig:
             offsets_retention_check_interval_ms=int(get("offsets.retention.check.interval.ms")),
             offset_metadata_max_bytes=int(get("offset.metadata.max.bytes")),
             offsets_topic_segment_bytes=int(get("offsets.topic.segment.bytes")),
+            consumer=ConsumerGroupSettings.from_props(get),
         )
 
 
@@ -90,6 +94,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         self._loading: set[int] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._topic_ready = False
+        self.consumer = ConsumerGroupCoordinator(self, config.consumer)  # KIP-848 groups, same partitions
     # ============================================================== partitions, topic, records
 
     def _now_ms(self) -> int:
@@ -236,7 +241,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
             return
         oam = OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
                                 value.expire_timestamp, record_offset)
-        if key.group not in self.groups:
+        if key.group not in self.groups and key.group not in self.consumer.groups:
             # offsets without group membership: a "simple" group, Empty with no protocol type
             self.groups[key.group] = ClassicGroup(key.group, GroupState.EMPTY, now_ms=self._now_ms())
         if transactional and producer_id >= 0:
@@ -282,4 +287,5 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
                 self._reschedule_heartbeat(group, member)
             if len(group.members) > self.config.max_size and group.can_rebalance():
                 self._prepare_rebalance(group, f"loaded group has more members than group.max.size")
+        self.consumer.on_partition_loaded(partition)
         self.mark_loaded(partition)

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from ..protocol.record_batch import iter_headers
+from .consumer import records as consumer_records
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from .group_records import (
     ControlMarker,
@@ -53,6 +54,9 @@ def replay_batch(coordinator: GroupCoordinator, batch: bytes, from_offset: int =
             elif isinstance(key, GroupMetadataKey):
                 value = decode_group_metadata_value(rec.value) if rec.value is not None else None
                 coordinator.replay_group_metadata(key, value)
+            elif (ckey := consumer_records.decode_key(rec.key)) is not None:
+                value = consumer_records.decode_value(ckey.record_type, rec.value) if rec.value is not None else None
+                coordinator.consumer.replay(ckey, value)
             else:
                 continue  # record types of other group protocols
         except (RecordFormatError, ValueError) as exc:

@@ -44,6 +44,21 @@ class GroupMembership:
             return JoinResult(error=exc.errno, member_id=member_id)
         except Exception as exc:
             return JoinResult(error=self._error_code(exc), member_id=member_id)
+        if group_id in self.consumer.groups:
+            # a KIP-848 group: the member joins it with the classic protocol; an empty one is converted
+            # back to a classic group
+            if self.consumer.groups[group_id].members:
+                return self.consumer.classic_join(
+                    group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+                    protocol_type=protocol_type, protocols=protocols, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id, client_host=client_host,
+                    api_version=api_version)
+            try:
+                self.consumer.delete_group(group_id)
+            except GroupError:
+                return JoinResult(error=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            except AppendFailed as exc:
+                return JoinResult(error=exc.errno, member_id=member_id)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         unknown = member_id == ""
         group = self.groups.get(group_id)
@@ -352,6 +367,10 @@ class GroupMembership:
             self._check_partition(group_id)
         except GroupError as exc:
             return SyncResult(error=exc.errno)
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_sync(group_id=group_id, generation_id=generation_id, member_id=member_id,
+                                              group_instance_id=group_instance_id, protocol_type=protocol_type,
+                                              protocol_name=protocol_name)
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(error=UNKNOWN_MEMBER_ID)
@@ -409,6 +428,9 @@ class GroupMembership:
             self._check_partition(group_id)
         except GroupError as exc:
             return exc.errno
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_heartbeat(group_id=group_id, generation_id=generation_id,
+                                                   member_id=member_id, group_instance_id=group_instance_id)
         group = self.groups.get(group_id)
         if group is None:
             return UNKNOWN_MEMBER_ID
@@ -436,6 +458,8 @@ class GroupMembership:
             self._check_partition(group_id)
         except GroupError as exc:
             return exc.errno, []
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_leave(group_id, members)
         group = self.groups.get(group_id)
         if group is None:
             return NONE, [(mid, iid, UNKNOWN_MEMBER_ID) for mid, iid, _ in members]

@@ -1,4 +1,5 @@
-"""ListGroups: every classic group of this coordinator, filtered by state (v4+) and type (v5+)."""
+"""ListGroups: every classic and consumer (KIP-848) group of this coordinator, filtered by state (v4+)
+and type (v5+)."""
 from __future__ import annotations
 
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
@@ -17,5 +18,5 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
     code, groups = ctx.broker.groups.list_groups(states, types)
     return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=[
         ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
-                    group_type="classic")
+                    group_type=getattr(g, "group_type", "classic"))
         for g in groups])

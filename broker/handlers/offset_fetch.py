@@ -18,10 +18,12 @@ GroupTopic = Group.OffsetFetchResponseTopics
 GroupPartition = GroupTopic.OffsetFetchResponsePartitions
 
 
-def _fetch(state: BrokerState, group_id: str, topics, require_stable: bool, by_id: bool):
-    """(group error, [(name, topic id, rows)]) with rows (partition, offset, epoch, metadata, error)."""
+def _fetch(state: BrokerState, group_id: str, topics, require_stable: bool, by_id: bool,
+           member: tuple[str | None, int] = (None, -1)):
+    """(group error, [(name, topic id, rows)]) with rows (partition, offset, epoch, metadata, error);
+    `member`: (member id, member epoch) of v9+."""
     if topics is None:
-        code, found = state.groups.fetch_offsets(group_id, None, require_stable)
+        code, found = state.groups.fetch_offsets(group_id, None, require_stable, *member)
         out = []
         for name, rows in found:
             info = state.catalog.get(name)
@@ -36,7 +38,8 @@ def _fetch(state: BrokerState, group_id: str, topics, require_stable: bool, by_i
             wanted.append((info.name if info is not None else "", t.topic_id, list(t.partition_indexes)))
         else:
             wanted.append((t.name, ZERO_UUID, list(t.partition_indexes)))
-    code, found = state.groups.fetch_offsets(group_id, [(n, parts) for n, _, parts in wanted], require_stable)
+    code, found = state.groups.fetch_offsets(group_id, [(n, parts) for n, _, parts in wanted], require_stable,
+                                             *member)
     if code:
         return code, []
     out = []
@@ -55,7 +58,8 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
     if v >= 8:
         groups = []
         for g in req.groups:
-            code, topics = _fetch(state, g.group_id, g.topics, require_stable, by_id=v >= 10)
+            member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+            code, topics = _fetch(state, g.group_id, g.topics, require_stable, by_id=v >= 10, member=member)
             groups.append(Group(group_id=g.group_id, error_code=code, topics=[
                 GroupTopic(name=name if v < 10 else None, topic_id=tid, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,

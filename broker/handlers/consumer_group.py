@@ -1,0 +1,94 @@
+"""ConsumerGroupHeartbeat (API 68) and ConsumerGroupDescribe (API 69): the KIP-848 consumer group
+protocol; the work is done by coordinator/consumer/coordinator.py."""
+from __future__ import annotations
+
+import uuid
+
+import kafka.errors as ke
+
+from ...coordinator.consumer.coordinator import HeartbeatRequestData
+from ...coordinator.consumer.model import Assignment, freeze
+from ...coordinator.group_metadata import GroupError
+from ...protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from ..context import RequestContext
+from ..registry import handles
+from .groups import client_host
+
+HbTopicPartitions = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions
+DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup
+DescribedMember = DescribedGroup.Member
+DescribedAssignment = DescribedMember.Assignment
+DescribedTopicPartitions = DescribedAssignment.TopicPartitions
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS as a bit field (no authorizer: all allowed)
+GROUP_OPERATIONS_BITS = sum(1 << op for op in (3, 6, 8, 10, 11))
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # MemberType of ConsumerGroupDescribe v1
+
+
+@handles(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1)
+async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
+                                          ) -> ConsumerGroupHeartbeatResponse:
+    owned: Assignment | None = None
+    if req.topic_partitions is not None:
+        owned = freeze({tp.topic_id: set(tp.partitions or ()) for tp in req.topic_partitions})
+    data = HeartbeatRequestData(
+        group_id=req.group_id, member_id=req.member_id or "", member_epoch=req.member_epoch,
+        instance_id=req.instance_id, rack_id=req.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
+        subscribed_topic_names=list(req.subscribed_topic_names) if req.subscribed_topic_names is not None else None,
+        subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
+        server_assignor=req.server_assignor, owned=owned, client_id=ctx.client_id or "",
+        client_host=client_host(ctx))
+    result = ctx.broker.groups.consumer.heartbeat(data, ctx.api_version)
+    assignment = None
+    if result.error == 0 and result.assignment is not None:
+        assignment = ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=[
+            HbTopicPartitions(topic_id=t, partitions=sorted(ps))
+            for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))])
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=result.error, error_message=result.message,
+        member_id=result.member_id if result.error == 0 else None,
+        member_epoch=result.member_epoch if result.error == 0 else 0,
+        heartbeat_interval_ms=result.heartbeat_interval_ms if result.error == 0 else 0, assignment=assignment)
+
+
+def _described_assignment(coordinator, assignment: Assignment) -> DescribedAssignment:
+    parts = []
+    for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])):
+        parts.append(DescribedTopicPartitions(topic_id=t, topic_name=coordinator.topic_name(t) or "",
+                                              partitions=sorted(ps)))
+    return DescribedAssignment(topic_partitions=parts)
+
+
+@handles(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1)
+async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroupDescribeRequest
+                                         ) -> ConsumerGroupDescribeResponse:
+    groups = ctx.broker.groups
+    ops = GROUP_OPERATIONS_BITS if req.include_authorized_operations else -2**31
+    out = []
+    for group_id in req.group_ids:
+        code, message, group = groups.consumer.describe(group_id)
+        if code:
+            out.append(DescribedGroup(error_code=code, error_message=message, group_id=group_id, group_state="",
+                                      group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+                                      authorized_operations=-2**31))
+            continue
+        members = []
+        for m in group.members.values():
+            members.append(DescribedMember(
+                member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                client_id=m.client_id, client_host=m.client_host,
+                subscribed_topic_names=sorted(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex or "",
+                assignment=_described_assignment(groups.consumer, m.assigned),
+                target_assignment=_described_assignment(groups.consumer, group.target.get(m.member_id, {})),
+                member_type=CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE))
+        out.append(DescribedGroup(
+            error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
+            group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+            assignor_name=group.assignor_name or groups.consumer.configs.settings_for(group_id).assignors[0],
+            members=members, authorized_operations=ops))
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)

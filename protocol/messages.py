@@ -1,0 +1,26 @@
+"""Request/response classes of APIs kafka-python does not ship: kafka-python's ApiMessage built from
+the JSON schemas in protocol/schemas/ (same codec as every other API)."""
+from __future__ import annotations
+
+from kafka.protocol.api_message import ApiMessage
+
+from . import schemas
+
+__all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
+           "ConsumerGroupDescribeResponse"]
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):
+    pass
