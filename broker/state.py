@@ -92,7 +92,8 @@ class BrokerState:
         if self._groups is None:
             from ..coordinator.group_coordinator import GroupConfig, GroupCoordinator
             from .errors import error_code
-            self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code)
+            self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code,
+                                            group_configs=self.group_configs)
             if self._running:
                 self._start_groups()
         return self._groups

@@ -83,7 +83,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
     """All classic groups of this broker (it coordinates every partition of __consumer_offsets)."""
 
     def __init__(self, config: GroupConfig, catalog: Any, error_code: Callable[[BaseException], int],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, group_configs: Any = None) -> None:
         self.config = config
         self._catalog = catalog  # broker TopicCatalog: get / create / partition_log
         self._error_code = error_code  # broker's exception -> Kafka error code mapping
@@ -94,7 +94,8 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         self._loading: set[int] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._topic_ready = False
-        self.consumer = ConsumerGroupCoordinator(self, config.consumer)  # KIP-848 groups, same partitions
+        # KIP-848 groups, same partitions; group_configs: per-group overrides (broker/group_configs.py)
+        self.consumer = ConsumerGroupCoordinator(self, config.consumer, group_configs)
     # ============================================================== partitions, topic, records
 
     def _now_ms(self) -> int:

@@ -1,9 +1,10 @@
-"""Consumer group (KIP-848) settings. `settings_for(group_id)` is the one lookup: today every group
-gets the broker's values; per-group configs (GROUP config resources) plug in there."""
+"""Consumer group (KIP-848) settings. `settings_for(group_id)` is the one lookup: the broker's values,
+overridden per group by the GROUP config resources (`consumer.session.timeout.ms`,
+`consumer.heartbeat.interval.ms`, `consumer.assignment.interval.ms`) when a group config source is set."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, replace
+from typing import Callable, Protocol
 
 from .assignors import resolve_names
 
@@ -48,11 +49,29 @@ class ConsumerGroupSettings:
         )
 
 
-class ConsumerGroupConfigs:
-    """Where the coordinator reads its per-group settings from."""
+class GroupConfigSource(Protocol):
+    """The broker's group config store (broker/group_configs.py), seen from the coordinator."""
+    overrides: dict[str, dict[str, str]]
 
-    def __init__(self, broker_defaults: ConsumerGroupSettings) -> None:
+    def group_config(self, group_id: str, name: str) -> int | bool | str: ...
+
+
+# group config name -> ConsumerGroupSettings field
+_PER_GROUP = (("consumer.session.timeout.ms", "session_timeout_ms"),
+              ("consumer.heartbeat.interval.ms", "heartbeat_interval_ms"),
+              ("consumer.assignment.interval.ms", "assignment_interval_ms"))
+
+
+class ConsumerGroupConfigs:
+    """Where the coordinator reads its per-group settings from. Invariant: a group without
+    overrides gets `defaults` itself (no copy per heartbeat); one with overrides gets them on top."""
+
+    def __init__(self, broker_defaults: ConsumerGroupSettings, source: GroupConfigSource | None = None) -> None:
         self.defaults = broker_defaults
+        self.source = source
 
     def settings_for(self, group_id: str) -> ConsumerGroupSettings:
-        return self.defaults
+        source = self.source
+        if source is None or not source.overrides.get(group_id):
+            return self.defaults
+        return replace(self.defaults, **{field: int(source.group_config(group_id, name)) for name, field in _PER_GROUP})

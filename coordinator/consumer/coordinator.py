@@ -27,7 +27,7 @@ from ..group_records import GroupMetadataKey, encode_group_metadata_key
 from . import records as rec
 from .assignors import ASSIGNORS
 from .classic_members import ClassicMembers
-from .config import ConsumerGroupConfigs, ConsumerGroupSettings
+from .config import ConsumerGroupConfigs, ConsumerGroupSettings, GroupConfigSource
 from .model import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -96,9 +96,10 @@ class _Change:
 
 
 class ConsumerGroupCoordinator(ClassicMembers):
-    def __init__(self, base: "GroupCoordinator", settings: ConsumerGroupSettings) -> None:
+    def __init__(self, base: "GroupCoordinator", settings: ConsumerGroupSettings,
+                 group_configs: "GroupConfigSource | None" = None) -> None:
         self.base = base
-        self.configs = ConsumerGroupConfigs(settings)
+        self.configs = ConsumerGroupConfigs(settings, group_configs)
         self.groups: dict[str, ConsumerGroup] = {}
         self._regex_refreshed: dict[str, tuple[float, int]] = {}
         self._last_assignment: dict[str, float] = {}  # group id -> monotonic time of its last target

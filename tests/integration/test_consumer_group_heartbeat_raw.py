@@ -296,3 +296,33 @@ def test_group_epochs_as_kafka(group_broker):
         assert heartbeat(c, g, "c", -1).error_code == 0
         d = describe(c, g)[g]
         assert (d.group_epoch, d.assignment_epoch, d.group_state) == (5, 4, "Assigning")
+
+
+def test_group_configs_reach_the_heartbeat(group_broker):
+    """A GROUP config resource (IncrementalAlterConfigs) overrides the broker's heartbeat interval for
+    that group only, from its next heartbeat; deleting the override restores the broker's value."""
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType)
+    bs = group_broker.bootstrap
+    topic = create_topic(bs, unique("cgp-cfg"), 1)
+    group, other = unique("cg-cfg"), unique("cg-cfg-other")
+    admin = AdminClient({"bootstrap.servers": bs})
+
+    def alter(op) -> None:
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("consumer.heartbeat.interval.ms", "7000", incremental_operation=op)])
+        admin.incremental_alter_configs([res])[res].result(30)
+
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        ready_coordinator(c, other)
+        r = heartbeat(c, group, "m1", 0, topics=[topic])
+        assert (r.error_code, r.heartbeat_interval_ms) == (0, 5000), r
+        alter(AlterConfigOpType.SET)
+        r = heartbeat(c, group, "m1", r.member_epoch)
+        assert (r.error_code, r.heartbeat_interval_ms) == (0, 7000), r
+        r2 = heartbeat(c, other, "m2", 0, topics=[topic])
+        assert (r2.error_code, r2.heartbeat_interval_ms) == (0, 5000), r2
+        alter(AlterConfigOpType.DELETE)
+        r = heartbeat(c, group, "m1", r.member_epoch)
+        assert (r.error_code, r.heartbeat_interval_ms) == (0, 5000), r
