@@ -90,3 +90,16 @@ def test_starting_the_server_imports_only_what_listening_needs():
     eager = sorted(k for k, e in API_TABLE.items() if e.module in EAGER_MODULES)
     assert out[1] == str(eager)
     assert out[2] == "True True"
+
+
+def test_readme_protocol_table_matches_the_api_table() -> None:
+    """README's table of APIs and versions is the dispatch table, row for row."""
+    import re
+    from pathlib import Path
+
+    from kafka.protocol.api_key import ApiKey
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)(?:–(\d+))? \|$", readme, re.M)
+    table = {int(key): (name, int(lo), int(hi or lo)) for name, key, lo, hi in rows}
+    assert table == {key: (ApiKey(key).name, e.min_version, e.max_version) for key, e in API_TABLE.items()}
