@@ -159,5 +159,6 @@ def describe_configs() -> list[str]:
         "replication factors 1, `group.initial.rebalance.delay.ms=0`. A fresh Kafka's start-to-ready "
         "includes `kafka-storage format` (a separate short JVM), as a fresh CI broker needs it.",
         f"* minikafka: `python -m minikafka.broker.cli serve` with defaults; overrides besides "
-        f"listeners/log.dirs: {mk}.",
+        f"listeners/log.dirs: {mk}; its modules byte-compiled before the run (.pyc, as `pip install` "
+        "and the Docker image have them).",
     ]
