@@ -29,9 +29,24 @@ GROUP_OPERATIONS_BITS = sum(1 << op for op in (3, 6, 8, 10, 11))
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # MemberType of ConsumerGroupDescribe v1
 
 
+UNSUPPORTED_VERSION = ke.UnsupportedVersionError.errno
+
+
+def consumer_protocol_enabled(ctx: RequestContext) -> bool:
+    """Kafka serves the consumer protocol only with `consumer` in group.coordinator.rebalance.protocols
+    and group.version >= 1 finalized; otherwise both APIs answer UNSUPPORTED_VERSION."""
+    state = ctx.broker
+    protocols = (state.config.get("group.coordinator.rebalance.protocols") or "").split(",")
+    return "consumer" in (p.strip().lower() for p in protocols) and state.features.level("group.version") >= 1
+
+
 @handles(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1)
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
                                           ) -> ConsumerGroupHeartbeatResponse:
+    if not consumer_protocol_enabled(ctx):
+        return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=UNSUPPORTED_VERSION, error_message=None,
+                                              member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+                                              assignment=None)
     owned: Assignment | None = None
     if req.topic_partitions is not None:
         owned = freeze({tp.topic_id: set(tp.partitions or ()) for tp in req.topic_partitions})
@@ -69,8 +84,9 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroup
     groups = ctx.broker.groups
     ops = GROUP_OPERATIONS_BITS if req.include_authorized_operations else -2**31
     out = []
+    enabled = consumer_protocol_enabled(ctx)
     for group_id in req.group_ids:
-        code, message, group = groups.consumer.describe(group_id)
+        code, message, group = groups.consumer.describe(group_id) if enabled else (UNSUPPORTED_VERSION, None, None)
         if code:
             out.append(DescribedGroup(error_code=code, error_message=message, group_id=group_id, group_state="",
                                       group_epoch=0, assignment_epoch=0, assignor_name="", members=[],

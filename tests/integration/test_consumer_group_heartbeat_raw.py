@@ -326,3 +326,38 @@ def test_group_configs_reach_the_heartbeat(group_broker):
         alter(AlterConfigOpType.DELETE)
         r = heartbeat(c, group, "m1", r.member_epoch)
         assert (r.error_code, r.heartbeat_interval_ms) == (0, 5000), r
+
+
+def _unsupported(bootstrap: str, group: str, topic: str) -> None:
+    with RawClient(bootstrap) as c:
+        r = heartbeat(c, group, "m1", 0, topics=[topic])
+        assert r.error_code == ke.UnsupportedVersionError.errno, r
+        g = describe(c, group)[group]
+        assert g.error_code == ke.UnsupportedVersionError.errno, g
+
+
+@pytest.mark.minikafka_only
+def test_consumer_protocol_off_by_static_config(broker_factory):
+    """group.coordinator.rebalance.protocols without `consumer`: both APIs answer UNSUPPORTED_VERSION
+    (as Kafka's ConsumerGroupHeartbeatRequestTest expects); classic groups are unaffected."""
+    b = broker_factory({"group.coordinator.rebalance.protocols": "classic"})
+    topic = create_topic(b.bootstrap, unique("cgp-off"), 1)
+    _unsupported(b.bootstrap, unique("cg-off"), topic)
+
+
+@pytest.mark.minikafka_only
+def test_consumer_protocol_follows_group_version(broker_factory):
+    """group.version finalized at 0 turns the consumer protocol off, back at 1 on again."""
+    from tests.integration.test_features import SAFE_DOWNGRADE, UPGRADE, U, update
+    b = broker_factory()
+    topic = create_topic(b.bootstrap, unique("cgp-gv"), 1)
+    group = unique("cg-gv")
+    r = update(b.bootstrap, [U(feature="group.version", max_version_level=0, upgrade_type=SAFE_DOWNGRADE)])
+    assert r.error_code == 0, r
+    _unsupported(b.bootstrap, group, topic)
+    r = update(b.bootstrap, [U(feature="group.version", max_version_level=1, upgrade_type=UPGRADE)])
+    assert r.error_code == 0, r
+    with RawClient(b.bootstrap) as c:
+        ready_coordinator(c, group)
+        r = heartbeat(c, group, "m1", 0, topics=[topic])
+        assert r.error_code == 0 and r.member_epoch >= 1, r
