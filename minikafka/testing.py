@@ -1,0 +1,290 @@
+"""A minikafka broker for tests and scripts: `MiniKafka`, a real broker subprocess you can stop, restart
+and kill -9.
+
+    from minikafka.testing import MiniKafka
+    with MiniKafka(config={"num.partitions": "3"}) as kafka:
+        kafka.bootstrap_servers                 # "127.0.0.1:<free port>"
+        kafka.create_topic("orders", partitions=6, config={"cleanup.policy": "compact"})
+        kafka.restart()                         # clean stop + start, same port and data dir
+        kafka.kill(); kafka.start()             # a real crash (SIGKILL), back on the same port and data
+
+Invariants: `start()` returns only once the broker has answered an ApiVersions request on its port (or
+raises `MiniKafkaError` carrying the tail of the broker's log); the port and the data dir stay the same
+for the object's life, so `restart()` and `kill()` + `start()` keep every acked record; a temp data dir
+(the default) is removed by `close()` / the `with` exit (and at interpreter exit), a `data_dir=` given
+by the caller never is. No pytest needed here (the pytest fixtures are in `minikafka.pytest_plugin`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from typing import Mapping
+
+__all__ = ["MiniKafka", "MiniKafkaError", "free_port"]
+
+_LOG_TAIL = 4000
+
+
+class MiniKafkaError(RuntimeError):
+    """The broker did not start, died, or refused an admin request; the message ends with its log tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS just reported free on `host` (bound then released)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _package_root() -> str | None:
+    """The sys.path entry this `minikafka` package was imported from, so that the broker subprocess runs
+    the same code as the caller (a wheel installed with --target, a source tree on sys.path); None when
+    that is a site-packages dir, which the subprocess finds anyway (and must not put ahead of stdlib)."""
+    import site
+    root = str(Path(__file__).resolve().parent.parent)
+    sites = {str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    return None if root in sites else root
+
+
+class _Conn:
+    """One blocking connection speaking kafka.protocol requests (the codec the broker itself uses)."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _recv_exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def request(self, req, resp_cls, version: int):
+        self.correlation_id += 1
+        req.with_header(correlation_id=self.correlation_id, client_id="minikafka-testing")
+        self.sock.sendall(bytes(req.encode(version=version, header=True, framed=True)))
+        (size,) = struct.unpack(">i", self._recv_exactly(4))
+        return resp_cls.decode(self._recv_exactly(size), version=version, header=True)
+
+
+def _stop_process(proc: subprocess.Popen | None, kill: bool, timeout: float) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    if kill:
+        proc.kill()
+    else:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def _finalize(proc_holder: list, workdir: str | None) -> None:
+    """At garbage collection / interpreter exit: no orphan broker, no leftover temp dir."""
+    _stop_process(proc_holder[0], kill=True, timeout=10)
+    if workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+class MiniKafka:
+    """A minikafka broker subprocess on a free loopback port (see the module docstring).
+
+    `config`: broker config keys (Kafka's names, e.g. {"num.partitions": "3"}), passed as `--override`.
+    `data_dir`: keep the data here (created if missing, never removed); default: a temp dir removed at
+    close. `port`: the listener port (default: a free one). `start`: start in the constructor.
+
+    `admin_url` is the HTTP admin/metrics listener (`minikafka.metrics.listener` in `config`) or None;
+    it is the seam where admin-side helpers (metrics, fault injection) attach.
+    """
+
+    def __init__(self, config: Mapping[str, object] | None = None, data_dir: str | os.PathLike | None = None,
+                 port: int | None = None, start: bool = True, startup_timeout: float = 30.0,
+                 host: str = "127.0.0.1") -> None:
+        self.config: dict[str, str] = {str(k): _config_value(v) for k, v in (config or {}).items()}
+        self.host = host
+        self.port = port or free_port(host)
+        self.startup_timeout = startup_timeout
+        self._workdir = tempfile.mkdtemp(prefix="minikafka-")
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(self._workdir) / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = Path(self._workdir) / "broker.log"
+        self.admin_url: str | None = self.config.get("minikafka.metrics.listener") or None
+        self.startup_seconds: float | None = None  # spawn to the first ApiVersions answer, last start()
+        self._proc_holder: list[subprocess.Popen | None] = [None]
+        self._finalizer = weakref.finalize(self, _finalize, self._proc_holder, self._workdir)
+        if start:
+            try:
+                self.start()
+            except BaseException:
+                self.close()
+                raise
+
+    # --- addresses ---------------------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return self._proc_holder[0]
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self, tail: int = _LOG_TAIL) -> str:
+        """The last `tail` characters of the broker's output (all its starts, appended)."""
+        try:
+            return self.log_path.read_text(errors="replace")[-tail:]
+        except OSError:
+            return ""
+
+    # --- life cycle --------------------------------------------------------------------------------
+
+    def _command(self) -> list[str]:
+        args = [sys.executable, "-m", "minikafka.broker.cli", "serve",
+                "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
+                "--override", f"log.dirs={self.data_dir}"]
+        for key, value in self.config.items():
+            args += ["--override", f"{key}={value}"]
+        return args
+
+    def start(self) -> "MiniKafka":
+        """Spawn the broker and wait until it answers ApiVersions; no-op if it is running."""
+        if self.alive():
+            return self
+        if not self._finalizer.alive:
+            raise MiniKafkaError("this MiniKafka was closed")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+        t0 = time.perf_counter()
+        with open(self.log_path, "ab") as log:
+            proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                    stdin=subprocess.DEVNULL)
+        self._proc_holder[0] = proc
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if proc.poll() is not None:
+                raise MiniKafkaError(f"minikafka exited with code {proc.returncode} before answering on "
+                                     f"{self.bootstrap_servers}; log tail ({self.log_path}):\n{self.log_text()}")
+            if self._answers_api_versions():
+                self.startup_seconds = time.perf_counter() - t0
+                return self
+            if time.monotonic() > deadline:
+                _stop_process(proc, kill=True, timeout=10)
+                raise MiniKafkaError(f"minikafka did not answer ApiVersions on {self.bootstrap_servers} within "
+                                     f"{self.startup_timeout}s; log tail ({self.log_path}):\n{self.log_text()}")
+            time.sleep(0.005)
+
+    def _answers_api_versions(self) -> bool:
+        from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+        try:
+            conn = _Conn(self.host, self.port, timeout=2.0)
+        except OSError:
+            return False
+        try:
+            resp = conn.request(ApiVersionsRequest(), ApiVersionsResponse, 0)
+            return resp.error_code == 0 and bool(resp.api_keys)
+        except (OSError, ConnectionError, ValueError):
+            return False
+        finally:
+            conn.close()
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """Clean shutdown (SIGTERM, wait); returns the exit code (None if it was not running)."""
+        proc = self.proc
+        if proc is None:
+            return None
+        _stop_process(proc, kill=False, timeout=timeout)
+        return proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: a real crash, nothing flushed or closed; `start()` recovers on the same port and data."""
+        _stop_process(self.proc, kill=True, timeout=10)
+
+    def restart(self) -> "MiniKafka":
+        """Clean stop + start on the same port and data dir."""
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        """Stop the broker (cleanly; killed if it does not exit in time) and remove the temp dir."""
+        if self._finalizer.alive:
+            try:
+                self.stop()
+            finally:
+                self._finalizer()
+
+    def __enter__(self) -> "MiniKafka":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive() else "stopped"
+        return f"MiniKafka({self.bootstrap_servers}, {state}, data_dir={str(self.data_dir)!r})"
+
+    # --- topics ------------------------------------------------------------------------------------
+
+    def _admin(self, req, resp_cls, version: int):
+        conn = _Conn(self.host, self.port, timeout=30.0)
+        try:
+            return conn.request(req, resp_cls, version)
+        finally:
+            conn.close()
+
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None,
+                     timeout_ms: int = 30000) -> None:
+        """CreateTopics (v5); raises MiniKafkaError with Kafka's error name if the broker refuses."""
+        from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+        topic = CreateTopicsRequest.CreatableTopic
+        req = CreateTopicsRequest(topics=[topic(
+            name=name, num_partitions=partitions, replication_factor=-1, assignments=[],
+            configs=[topic.CreatableTopicConfig(name=str(k), value=_config_value(v))
+                     for k, v in (config or {}).items()])], timeout_ms=timeout_ms, validate_only=False)
+        resp = self._admin(req, CreateTopicsResponse, 5)
+        (t,) = resp.topics
+        _raise_for(t.error_code, t.error_message, f"create topic {name!r}")
+
+    def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
+        """DeleteTopics (v4); raises MiniKafkaError with Kafka's error name if the broker refuses."""
+        from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
+        resp = self._admin(DeleteTopicsRequest(topic_names=[name], timeout_ms=timeout_ms), DeleteTopicsResponse, 4)
+        (r,) = resp.responses
+        _raise_for(r.error_code, getattr(r, "error_message", None), f"delete topic {name!r}")
+
+
+def _config_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _raise_for(code: int, message: str | None, what: str) -> None:
+    if code == 0:
+        return
+    import kafka.errors
+    name = kafka.errors.for_code(code).__name__
+    raise MiniKafkaError(f"{what}: {name} ({code}){': ' + message if message else ''}")
