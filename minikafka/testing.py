@@ -123,10 +123,10 @@ class MiniKafka:
         self.startup_timeout = startup_timeout
         self._workdir = tempfile.mkdtemp(prefix="minikafka-")
         self.data_dir = Path(data_dir) if data_dir is not None else Path(self._workdir) / "data"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = Path(self._workdir) / "broker.log"
         self.admin_url: str | None = self.config.get("minikafka.metrics.listener") or None
         self.startup_seconds: float | None = None  # spawn to the first ApiVersions answer, last start()
+        self._cwd: str | None = None  # the subprocess's working dir (None: the caller's)
         self._proc_holder: list[subprocess.Popen | None] = [None]
         self._finalizer = weakref.finalize(self, _finalize, self._proc_holder, self._workdir)
         if start:
@@ -176,12 +176,13 @@ class MiniKafka:
             return self
         if not self._finalizer.alive:
             raise MiniKafkaError("this MiniKafka was closed")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
         t0 = time.perf_counter()
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, cwd=self._cwd)
         self._proc_holder[0] = proc
         deadline = time.monotonic() + self.startup_timeout
         while True:

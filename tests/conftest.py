@@ -9,16 +9,19 @@ restarts/kills/reconfigures the broker) are deselected, and reported as such.
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from minikafka.testing import MiniKafka
+
 ROOT = Path(__file__).resolve().parent.parent
+
+# the plugin users get from the `pytest11` entry point; loaded here too so that the suite runs it from
+# this tree (an editable install made before the entry point existed would not load it)
+pytest_plugins = ["minikafka.pytest_plugin"]
 
 
 def free_port() -> int:
@@ -27,68 +30,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class BrokerProcess:
-    """A minikafka subprocess that can be stopped (SIGTERM), killed (-9) and restarted on its data dir."""
+class BrokerProcess(MiniKafka):
+    """A minikafka subprocess that can be stopped (SIGTERM), killed (-9) and restarted on its data dir:
+    the plugin's MiniKafka (so every test run exercises it), with the suite's older names and its log
+    next to the data dir."""
 
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None):
-        self.data_dir = data_dir
-        self.port = port or free_port()
-        self.overrides = dict(overrides or {})
-        self.proc: subprocess.Popen | None = None
-        self.log_path = data_dir.parent / f"broker-{self.port}.log"
+        super().__init__(config=overrides, data_dir=data_dir, port=port, start=False, startup_timeout=20.0)
+        self._cwd = str(ROOT)
+        self.log_path = Path(data_dir).parent / f"broker-{self.port}.log"
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        return self.config
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return self.bootstrap_servers
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
-        args = [sys.executable, "-m", "minikafka.broker.cli", "serve",
-                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "--override", f"log.dirs={self.data_dir}"]
-        for k, v in self.overrides.items():
-            args += ["--override", f"{k}={v}"]
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError(f"broker did not listen within {timeout}s:\n{self.log_text()}")
+        self.startup_timeout = timeout
+        return super().start()
 
     def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-5000:]
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM and wait: a clean shutdown."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout)
-        self._log.close()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        """kill -9: no chance to flush or write the clean-shutdown marker."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self._log.close()
-
-    def restart(self) -> "BrokerProcess":
-        self.stop()
-        return self.start()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return super().log_text(5000)
 
 
 def pytest_addoption(parser):
