@@ -177,6 +177,7 @@ class MiniKafka:
         if not self._finalizer.alive:
             raise MiniKafkaError("this MiniKafka was closed")
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        import kafka.protocol.metadata  # noqa: F401  (the probe's codec, loaded before the clock starts)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
         t0 = time.perf_counter()
