@@ -78,9 +78,8 @@ class BrokerMetrics:
 
 
 def response_error(response: Any) -> int:
-    """The top-level error code of a decoded response object (0 if it has none)."""
-    try:
-        code = response.error_code
-    except AttributeError:
+    """The top-level error code of a decoded response object (0 if it has none: fast-path bytes)."""
+    if response.__class__ is bytearray:  # Produce's own encoding: per-partition codes only
         return 0
-    return code if isinstance(code, int) else 0
+    code = getattr(response, "error_code", 0)
+    return code if code.__class__ is int else 0

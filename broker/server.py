@@ -119,8 +119,21 @@ class Broker:
             raise
         except Exception:
             log.exception("warm-up after start failed (handlers and logs load on first use instead)")
+        await self._coordinators_loaded()
         self.ready = True
         log.info("ready: start-up recovery finished")
+
+    async def _coordinators_loaded(self) -> None:
+        """Wait until the group and transaction coordinators built so far have replayed their state topics."""
+        state = self.state
+        assert state is not None
+        while True:
+            groups_built, txns_built = state.coordinators_built()
+            loading = (groups_built and any(state.groups.is_loading(p) for p in range(state.groups.config.num_partitions))) \
+                or (txns_built and state.txns.txns.is_loading)
+            if not loading:
+                return
+            await asyncio.sleep(0.05)
 
     async def _retention_loop(self) -> None:
         interval = self.config.retention_check_interval_ms / 1000
