@@ -230,3 +230,32 @@ def test_hostile_http_clients(broker_factory):
     p = Producer({"bootstrap.servers": b.bootstrap})
     p.produce("after-hostile", b"x")
     assert p.flush(15) == 0
+
+
+def test_cli_flags_turn_on_the_listener_and_json_logs(tmp_path):
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    port, mport = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.broker.cli", "serve",
+                             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                             "--override", f"log.dirs={tmp_path / 'data'}",
+                             "--metrics-listener", f"http://127.0.0.1:{mport}", "--log-format", "json"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_ready_deadline = time.monotonic() + 20
+        while True:
+            try:
+                if http_get(mport, "/health/ready")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < wait_ready_deadline
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=20)[0].decode()
+    assert proc.returncode == 0
+    records = [json.loads(line) for line in out.splitlines()]
+    assert any(r["message"].startswith("metrics and health listener on") for r in records)
+    assert records[-1]["message"] == "shut down cleanly"
