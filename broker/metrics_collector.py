@@ -68,6 +68,9 @@ class BrokerCollector(Collector):
             ("records_in", "Records appended by Produce (from batch headers), by topic"),
             ("bytes_out", "Record bytes returned by Fetch, by topic"),
             ("records_out", "Offsets spanned by the batches Fetch returned (from batch headers), by topic"))]
+        catalog = self.state.catalog
+        for topic in [t for t in m.topics if catalog.get(t) is None]:
+            m.forget_topic(topic)  # deleted: its series go (a topic created again starts from 0)
         for topic, counts in sorted(m.topics.items()):
             for fam, value in zip(fams, counts):
                 fam.add_metric([topic], value)

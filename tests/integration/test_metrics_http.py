@@ -115,6 +115,11 @@ def test_metrics_after_a_known_workload(broker_factory):
     assert value(s, "minikafka_transactions", state="Ongoing") is None
     assert value(s, "minikafka_last_stable_offset", topic="orders", partition="1") == 4  # after the marker
     c.close()
+    for f in admin.delete_topics(["orders"]).values():
+        f.result(15)
+    s = scrape(port)  # a deleted topic's series go
+    assert value(s, "minikafka_records_in_total", topic="orders") is None
+    assert value(s, "minikafka_high_watermark", topic="orders", partition="0") is None
 
 
 def test_error_codes_are_counted(broker_factory):
