@@ -84,6 +84,7 @@ def one(tree: Path, workload: str, n: int, metrics: bool) -> tuple[float, float]
             for f in admin.create_topics([NewTopic("bench", 1, 1)]).values():
                 f.result()
             produce(bs, workload, 1000)  # warm: handlers loaded, producer connected once
+            time.sleep(2.0)  # the broker's background warm-up (imports, log opening) is over
             if mport:
                 def scraper() -> None:
                     while not stop.wait(1.0):
@@ -107,11 +108,14 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline", type=Path, help="source tree without metrics (its PYTHONPATH root)")
+    ap.add_argument("--workloads", default="bulk,small")
     args = ap.parse_args()
     variants = [("metrics off", ROOT, False), ("metrics on", ROOT, True)]
     if args.baseline:
         variants.insert(0, ("baseline", args.baseline, False))
     for workload, n in (("bulk", args.records), ("small", args.records // 10)):
+        if workload not in args.workloads.split(","):
+            continue
         results: dict[str, list[tuple[float, float]]] = {name: [] for name, _t, _m in variants}
         for _ in range(args.rounds):
             for name, tree, metrics in variants:
