@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -21,13 +20,19 @@ def _overrides(items: list[str]) -> dict[str, str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .log_format import configure
+    overrides = _overrides(args.override)
+    if args.metrics_listener:
+        overrides["minikafka.metrics.listener"] = args.metrics_listener
+    if args.log_format:
+        overrides["minikafka.log.format"] = args.log_format
+    configure(args.log_level, args.log_format or "text")  # until the config says otherwise
     try:
-        config = BrokerConfig.load(args.config or os.environ.get("MINIKAFKA_CONFIG"), _overrides(args.override))
+        config = BrokerConfig.load(args.config or os.environ.get("MINIKAFKA_CONFIG"), overrides)
     except (ConfigError, OSError) as exc:
         print(f"minikafka: configuration error: {exc}", file=sys.stderr)
         return 2
+    configure(args.log_level, config.get("minikafka.log.format"))
     from .server import run
     return run(config)  # 0 after a clean shutdown, 1 if the logs could not be closed
 
@@ -73,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="override one config key (repeatable)")
     serve.add_argument("--log-level", default=os.environ.get("MINIKAFKA_LOG_LEVEL", "info"))
+    serve.add_argument("--metrics-listener", metavar="URL",
+                       help="serve /metrics and /health/* on http://HOST:PORT (minikafka.metrics.listener)")
+    serve.add_argument("--log-format", choices=["text", "json"],
+                       help="log lines as text (default) or one JSON object per line (minikafka.log.format)")
     serve.set_defaults(fn=cmd_serve)
     topics = sub.add_parser("topics", help="create/list/describe/alter/delete topics")
     topics.add_argument("action", choices=["create", "list", "describe", "alter", "delete"])

@@ -77,6 +77,15 @@ DEFAULTS: dict[str, str] = {
     # partition logs open on first use; with this, the rest are also opened one by one in the
     # background after start (so that retention and compaction cover them without waiting for a client)
     "minikafka.log.open.background": "true",
+    # HTTP admin listener (broker/admin_http.py: /metrics, /health/live, /health/ready), off when empty;
+    # e.g. http://127.0.0.1:9644
+    "minikafka.metrics.listener": "",
+    # log lines: text (default) or json (one object per line; broker/log_format.py)
+    "minikafka.log.format": "text",
+    # at most one progress line per this interval while partition logs are opened after start
+    "minikafka.log.recovery.progress.interval.ms": "5000",
+    # Test-only: sleep this long before opening each background batch of partition logs (slow recovery)
+    "minikafka.test.log.open.delay.ms": "0",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
@@ -227,6 +236,14 @@ class BrokerConfig:
                                   "set advertised.listeners")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
+        if self.get("minikafka.metrics.listener").strip():
+            from .admin_http import ListenerError, parse_listener
+            try:
+                parse_listener(self.get("minikafka.metrics.listener"))
+            except ListenerError as exc:
+                raise ConfigError(str(exc)) from None
+        if self.get("minikafka.log.format") not in ("text", "json"):
+            raise ConfigError(f"minikafka.log.format must be text or json, got {self.get('minikafka.log.format')!r}")
 
     def get(self, key: str) -> str:
         return self.props.get(key, "")

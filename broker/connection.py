@@ -30,6 +30,7 @@ import asyncio
 import logging
 import os
 import struct
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Iterable
 
 from kafka.protocol.metadata import ApiVersionsResponse
@@ -45,6 +46,7 @@ from ..protocol.headers import (
 )
 from .context import RequestContext
 from .memory_pool import Grant, MemoryPool
+from .metrics import HANDLER_FAILED, response_error
 from .registry import advertised_versions, spec_for
 from .response import EncodedBody, FileSlice
 
@@ -119,6 +121,7 @@ class Connection(asyncio.BufferedProtocol):
     def __init__(self, registry: "ConnectionRegistry", state: "BrokerState | None", listener: str = "PLAINTEXT") -> None:
         self.registry = registry
         self.state = state
+        self.metrics = state.metrics if state is not None else None
         self.listener = listener
         self.pool = registry.pool
         self.max_request = registry.max_request
@@ -153,6 +156,7 @@ class Connection(asyncio.BufferedProtocol):
         self._logged = False
         self.task: asyncio.Task | None = None
         self.inflight_api = -1
+        self.client_id: str | None = None
         self.admitted = False
 
     # -- transport callbacks ----------------------------------------------------------------
@@ -393,16 +397,22 @@ class Connection(asyncio.BufferedProtocol):
             request = decode_body(spec.request_class, memoryview(frame)[start:], version)
         except Exception as exc:  # any decode failure of untrusted bytes
             raise CloseConnection(f"undecodable {spec.request_class.__name__} v{version}: {exc!r}") from None
+        self.client_id = header.client_id
         ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer, self.listener)
         self.inflight_api = header.api_key
+        t0 = perf_counter()
         try:
             response = await spec.handler(ctx, request)
         except CloseConnection:
             raise
         except Exception as exc:
+            if self.metrics is not None:
+                self.metrics.request_done(header.api_key, spec.api_name, perf_counter() - t0, HANDLER_FAILED)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("handler for API key %d v%d failed", header.api_key, version, exc_info=True)
             raise HandlerFailed(f"handler for API key {header.api_key} v{version} failed: {exc!r}") from None
+        if self.metrics is not None:
+            self.metrics.request_done(header.api_key, spec.api_name, perf_counter() - t0, response_error(response))
         if response is None:
             return None
         header_flexible = flexible and header.api_key != API_VERSIONS_KEY
@@ -501,7 +511,12 @@ class Connection(asyncio.BufferedProtocol):
     def _log_once(self, level: int, msg: str, *args: Any) -> None:
         if not self._logged:
             self._logged = True
-            log.log(level, msg, *args)
+            fields = {"peer": str(self.peer), "listener": self.listener}
+            if self.inflight_api >= 0:
+                fields["api_key"] = self.inflight_api
+            if self.client_id is not None:
+                fields["client_id"] = self.client_id
+            log.log(level, msg, *args, extra=fields)
 
     def close(self, level: int | None = None, reason: str = "") -> None:
         """Close this connection (pending writes are flushed); log `reason` once at `level`."""

@@ -95,13 +95,30 @@ async def open_logs(logs: LogManager, partitions: Iterable[TopicPartition]) -> N
         logs.collect(topic, partition)
 
 
-async def open_remaining(logs: LogManager) -> None:
+async def open_remaining(logs: LogManager, *, progress_interval_s: float = 5.0, delay_s: float = 0.0) -> None:
     """Open every partition still unopened, BACKGROUND_BATCH at a time (one worker task each, so a
-    request's partition waits for at most one batch; the other worker stays free for requests)."""
+    request's partition waits for at most one batch; the other worker stays free for requests).
+    Logs one progress line (partitions done / total, bytes) at most every `progress_interval_s`, so a
+    slow recovery is never silent. `delay_s` (test-only) sleeps before each batch."""
     todo = logs.unopened()
     if not todo:
         return
-    t0 = time.monotonic()
+    t0 = last = time.monotonic()
+    done = nbytes = 0
     for i in range(0, len(todo), BACKGROUND_BATCH):
-        await open_logs(logs, todo[i:i + BACKGROUND_BATCH])
-    log.info("opened %d partition logs in the background in %.0f ms", len(todo), (time.monotonic() - t0) * 1000)
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        batch = todo[i:i + BACKGROUND_BATCH]
+        await open_logs(logs, batch)
+        done += len(batch)
+        for topic, partition in batch:
+            plog = logs.opened(topic, partition)
+            nbytes += plog.size_bytes if plog is not None else 0
+        now = time.monotonic()
+        if now - last >= progress_interval_s and done < len(todo):
+            last = now
+            log.info("opening partition logs: %d/%d partitions, %d bytes, %.0f s", done, len(todo), nbytes,
+                     now - t0, extra={"partitions_done": done, "partitions_total": len(todo), "bytes": nbytes})
+    log.info("opened %d partition logs in the background in %.0f ms (%d bytes)", len(todo),
+             (time.monotonic() - t0) * 1000, nbytes,
+             extra={"partitions_done": done, "partitions_total": len(todo), "bytes": nbytes})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
 
 from .log_opening import opening_partitions
@@ -86,6 +87,11 @@ class HandlerSpec:
 
     def flexible(self, version: int) -> bool:
         return self.request_class.flexible_version_q(version)
+
+    @cached_property
+    def api_name(self) -> str:
+        """Kafka's name of the API (ProduceRequest -> Produce), the `api` label of metrics."""
+        return self.request_class.__name__.removesuffix("Request")
 
 
 HANDLERS: dict[int, HandlerSpec] = {}

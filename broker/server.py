@@ -37,6 +37,10 @@ TXN_STOP_WAIT_S = 3.0
 SHUTDOWN_HARD_LIMIT_S = 10.0
 
 
+class StartupError(Exception):
+    """The broker cannot start (e.g. a listener's address is taken); one clear error line, exit 2."""
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -48,10 +52,16 @@ class Broker:
         self._watchdog: threading.Timer | None = None
         self.bound_ports: list[int] = []
         self.exit_code = 0
+        self.ready = False  # /health/ready: listeners up and the start-up recovery (warm-up) finished
+        self.admin = None  # broker/admin_http.AdminHttpServer when minikafka.metrics.listener is set
+        self.admin_port: int | None = None
 
     async def start(self) -> None:
         t0 = time.monotonic()
+        await self._start_admin()
         self.state = BrokerState(self.config)
+        if self.admin is not None:
+            self.admin.ctx.state = self.state
         self.state.load()
         self.connections = ConnectionRegistry.from_state(self.state)
         self.state.connections = self.connections
@@ -82,8 +92,25 @@ class Broker:
         self._periodic += start_log_cleaner(self.state)
         self._periodic.append(asyncio.create_task(self._warm_up()))
 
+    async def _start_admin(self) -> None:
+        """The HTTP admin listener (broker/admin_http.py), first: a taken port fails start-up early."""
+        url = self.config.get("minikafka.metrics.listener").strip()
+        if not url:
+            return
+        from .admin_http import AdminContext, AdminHttpServer, parse_listener
+        host, port = parse_listener(url)
+        ctx = AdminContext(None, lambda: self.ready)  # type: ignore[arg-type]  # state follows at once
+        server = AdminHttpServer(ctx, host, port)
+        try:
+            self.admin_port = await server.start()
+        except OSError as exc:
+            raise StartupError(f"cannot bind the metrics listener {url}: {exc.strerror or exc}") from None
+        self.admin = server
+        log.info("metrics and health listener on http://%s:%d (/metrics, /health/live, /health/ready)",
+                 host, self.admin_port)
+
     async def _warm_up(self) -> None:
-        """Handlers, coordinators with state, then every partition log (broker/warmup.py)."""
+        """Handlers, coordinators with state, then every partition log (broker/warmup.py); ready after."""
         from .warmup import warm_up
         assert self.state is not None
         try:
@@ -92,6 +119,21 @@ class Broker:
             raise
         except Exception:
             log.exception("warm-up after start failed (handlers and logs load on first use instead)")
+        await self._coordinators_loaded()
+        self.ready = True
+        log.info("ready: start-up recovery finished")
+
+    async def _coordinators_loaded(self) -> None:
+        """Wait until the group and transaction coordinators built so far have replayed their state topics."""
+        state = self.state
+        assert state is not None
+        while True:
+            groups_built, txns_built = state.coordinators_built()
+            loading = (groups_built and any(state.groups.is_loading(p) for p in range(state.groups.config.num_partitions))) \
+                or (txns_built and state.txns.txns.is_loading)
+            if not loading:
+                return
+            await asyncio.sleep(0.05)
 
     async def _retention_loop(self) -> None:
         interval = self.config.retention_check_interval_ms / 1000
@@ -130,6 +172,9 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        self.ready = False
+        if self.admin is not None:
+            await self.admin.stop()
         for server in self._servers:
             server.close()
         for task in self._periodic:
@@ -184,7 +229,13 @@ async def serve(config: BrokerConfig, started: list[Broker] | None = None) -> in
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
-    await broker.start()
+    try:
+        await broker.start()
+    except StartupError as exc:
+        log.error("%s", exc)
+        sys.stderr.write(f"minikafka: {exc}\n")
+        await broker.stop()
+        return 2
     _tune_malloc()  # after the port opened: ctypes is not needed to get there
     await broker.wait_stopped()
     return broker.exit_code

@@ -20,6 +20,7 @@ from .features import FEATURES_FILE, FeatureState
 from .group_configs import GroupConfigStore
 from .meta_properties import ensure_meta
 from .memory_pool import MemoryPool, pool_capacity
+from .metrics import BrokerMetrics
 from .topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class BrokerState:
         # runs, its broker.connection_registry.ConnectionRegistry (open connections, limits, counters)
         self.memory_pool = MemoryPool(pool_capacity(config.queued_max_request_bytes))
         self.connections = None
+        self.metrics = BrokerMetrics()  # traffic counters; the rest of /metrics is read at scrape time
 
     def _config_changed(self, config: BrokerConfig) -> None:
         """A dynamic broker config changed (`config` already updated): topics without their own

@@ -95,7 +95,9 @@ async def warm_up(state: BrokerState) -> None:
     await import_in_thread(STORAGE_MODULES + tuple(handler_modules()), busy)
     log.info("handlers and coordinators loaded %.0f ms after start", (time.monotonic() - t0) * 1000)
     if state.config.get_bool("minikafka.log.open.background"):
-        await open_remaining(state.logs)
+        await open_remaining(state.logs,
+                             progress_interval_s=int(state.config.get("minikafka.log.recovery.progress.interval.ms")) / 1000,
+                             delay_s=int(state.config.get("minikafka.test.log.open.delay.ms")) / 1000)
 
 
 async def import_in_thread(names: Iterable[str], busy: Callable[[], bool] = lambda: False) -> None:

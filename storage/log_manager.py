@@ -294,7 +294,7 @@ class LogManager:
             return None
         exc = f.exception()
         if exc is not None:
-            log.error("opening %s failed: %r", u.dir, exc)
+            log.error("opening %s failed: %r", u.dir, exc, extra={"topic": u.topic, "partition": u.partition})
             return None
         return self._register(u, f.result())
 

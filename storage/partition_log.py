@@ -119,6 +119,7 @@ class PartitionLog:
                  clean_shutdown: bool = False) -> None:
         self.dir = Path(directory)
         self.topic, self.partition = parse_partition_dir(self.dir.name)
+        self._log_fields = {"topic": self.topic, "partition": self.partition}  # fields of JSON log lines
         self._config = config
         self._clock = clock
         self.append_listeners: list[Callable[[], None]] = []
@@ -231,7 +232,8 @@ class PartitionLog:
             if problem:
                 truncated = seg.recover()
                 if problem != "no clean shutdown" or truncated:
-                    log.warning("recovered %s (%s): truncated %d bytes", seg.log_path, problem, truncated)
+                    log.warning("recovered %s (%s): truncated %d bytes", seg.log_path, problem, truncated,
+                                extra=self._log_fields)
                 if truncated and not last:
                     for later in bases[i + 1:]:
                         log.warning("deleting %s after a truncated segment", segment_name(later))
@@ -288,7 +290,7 @@ class PartitionLog:
         if snapshot is not None or replayed:
             log.info("producer state of %s: %s, replayed %d batches from offset %d in %.0f ms (%d producer ids)",
                      self.dir.name, f"snapshot at offset {snapshot}" if snapshot is not None else "no snapshot",
-                     replayed, start, (time.monotonic() - t0) * 1000, len(ps.producers))
+                     replayed, start, (time.monotonic() - t0) * 1000, len(ps.producers), extra=self._log_fields)
 
     # ---------------------------------------------------------------- append
 
@@ -422,7 +424,8 @@ class PartitionLog:
                 except Exception:
                     pass
             error = exc if isinstance(exc, KafkaStorageError) else KafkaStorageError(str(exc))
-            log.error("append to %s failed, %d pending appends refused: %s", self.dir.name, len(doomed), exc)
+            log.error("append to %s failed, %d pending appends refused: %s", self.dir.name, len(doomed), exc,
+                      extra=self._log_fields)
             self._write_failed = False
             self._pending_bytes = 0
             self._next_offset = self._leo

@@ -154,6 +154,9 @@ def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
                 continue
             size = sum(r.size for r in ranges) + len(inline)
             total += size
+            if last_offset is not None:  # metrics: offsets the returned batches span (batch headers)
+                first = ranges[0].first_offset if ranges else next(iter_headers(inline))[1].base_offset
+                state.metrics.fetched(w.topic, size, last_offset - first + 1)
             out.append(Answer(PartitionData(partition_index=w.partition, error_code=0, high_watermark=hw,
                                             last_stable_offset=lso, log_start_offset=plog.log_start_offset,
                                             aborted_transactions=aborted, preferred_read_replica=-1,

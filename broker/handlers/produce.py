@@ -130,19 +130,27 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
         return _error(index, error_code(exc), error_message(exc), plog.log_start_offset)
     except Exception as exc:
         return _error(index, error_code(exc), error_message(exc))
-    return _answer(index, appended) if isinstance(appended, AppendInfo) else _Writing(index, appended)
+    if isinstance(appended, AppendInfo):
+        # metrics: one count per partition; client appends have one offset per record
+        state.metrics.produced(topic, len(records), appended.last_offset - appended.first_offset + 1)
+        return _answer(index, appended)
+    return _Writing(index, appended, state, topic, len(records))
 
 
 class _Writing(NamedTuple):
     """A partition whose append a writer thread is still writing."""
     index: int
     appended: "asyncio.Future[AppendInfo]"
+    state: BrokerState
+    topic: str
+    nbytes: int
 
     async def response(self) -> PartitionResponse | Appended:
         try:
             info = await asyncio.shield(self.appended)  # a cancelled request does not cancel the write
         except Exception as exc:
             return _error(self.index, error_code(exc), error_message(exc))
+        self.state.metrics.produced(self.topic, self.nbytes, info.last_offset - info.first_offset + 1)
         return _answer(self.index, info)
 
 
