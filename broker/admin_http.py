@@ -34,7 +34,7 @@ MAX_CONNECTIONS = 64
 READ_TIMEOUT_S = 5.0
 WRITE_TIMEOUT_S = 10.0
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
             413: "Payload Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 

@@ -80,6 +80,8 @@ DEFAULTS: dict[str, str] = {
     # HTTP admin listener (broker/admin_http.py: /metrics, /health/live, /health/ready), off when empty;
     # e.g. http://127.0.0.1:9644
     "minikafka.metrics.listener": "",
+    # fault injection for client tests (broker/faults.py, rules via /faults on the admin listener); off by default
+    "minikafka.faults.enable": "false",
     # log lines: text (default) or json (one object per line; broker/log_format.py)
     "minikafka.log.format": "text",
     # at most one progress line per this interval while partition logs are opened after start

@@ -85,6 +85,12 @@ class HandlerFailed(CloseConnection):
     level = logging.ERROR
 
 
+class InjectedDisconnect(CloseConnection):
+    """An injected fault (broker/faults.py) closes this connection unanswered."""
+
+    level = logging.INFO
+
+
 class _ConnectionGone(Exception):
     """The transport closed while a response was being written."""
 
@@ -122,6 +128,7 @@ class Connection(asyncio.BufferedProtocol):
         self.registry = registry
         self.state = state
         self.metrics = state.metrics if state is not None else None
+        self.faults = getattr(state, "faults", None)  # broker/faults.py; None unless enabled
         self.listener = listener
         self.pool = registry.pool
         self.max_request = registry.max_request
@@ -401,8 +408,13 @@ class Connection(asyncio.BufferedProtocol):
         ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer, self.listener)
         self.inflight_api = header.api_key
         t0 = perf_counter()
+        fault = self.faults.take(spec.api_name, request, header.client_id) if self.faults is not None else None
         try:
-            response = await spec.handler(ctx, request)
+            response = None if fault is None else await self.faults.before(fault, request, version)
+            if response is None:
+                response = await spec.handler(ctx, request)
+            if fault is not None and fault.disconnect == "after_apply":
+                raise InjectedDisconnect(f"injected disconnect after_apply (rule {fault.id})")
         except CloseConnection:
             raise
         except Exception as exc:

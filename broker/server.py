@@ -98,6 +98,7 @@ class Broker:
         if not url:
             return
         from .admin_http import AdminContext, AdminHttpServer, parse_listener
+        from . import faults  # noqa: F401  (registers /faults; it answers 403 unless faults are enabled)
         host, port = parse_listener(url)
         ctx = AdminContext(None, lambda: self.ready)  # type: ignore[arg-type]  # state follows at once
         server = AdminHttpServer(ctx, host, port)

@@ -70,6 +70,10 @@ class BrokerState:
         self.memory_pool = MemoryPool(pool_capacity(config.queued_max_request_bytes))
         self.connections = None
         self.metrics = BrokerMetrics()  # traffic counters; the rest of /metrics is read at scrape time
+        self.faults = None  # broker/faults.FaultEngine when minikafka.faults.enable=true (tests only)
+        if config.get("minikafka.faults.enable").strip().lower() == "true":
+            from .faults import FaultEngine
+            self.faults = FaultEngine(self)
 
     def _config_changed(self, config: BrokerConfig) -> None:
         """A dynamic broker config changed (`config` already updated): topics without their own

@@ -27,16 +27,16 @@ def test_a_module_adds_a_route_without_touching_the_server(monkeypatch):
         seen.append(req)
         return HttpResponse.json(200, {"ok": True, "body": req.body.decode()})
 
-    admin_http.add_route("post", "/faults", faults)
+    admin_http.add_route("post", "/example", faults)
 
     async def main() -> None:
         server = AdminHttpServer(AdminContext(None, lambda: False), "127.0.0.1", 0)  # type: ignore[arg-type]
         port = await server.start()
         try:
-            out = await _fetch(port, b"POST /faults?x=1 HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd")
+            out = await _fetch(port, b"POST /example?x=1 HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd")
             assert out.startswith(b"HTTP/1.1 200 OK\r\n") and out.endswith(b'{"ok": true, "body": "abcd"}\n')
             assert seen[0].query == {"x": ["1"]}
-            assert (await _fetch(port, b"GET /faults HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 405 ")
+            assert (await _fetch(port, b"GET /example HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 405 ")
             assert (await _fetch(port, b"GET /health/ready HTTP/1.0\r\n\r\n")).startswith(b"HTTP/1.1 503 ")
             assert (await _fetch(port, b"GET /health/live HTTP/1.0\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
         finally:
