@@ -27,7 +27,10 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from .faults import FaultsClient
 
 __all__ = ["MiniKafka", "MiniKafkaError", "free_port"]
 
@@ -112,13 +115,19 @@ class MiniKafka:
 
     `admin_url` is the HTTP admin/metrics listener (`minikafka.metrics.listener` in `config`) or None;
     it is the seam where admin-side helpers (metrics, fault injection) attach.
+    `faults=True`: enable fault injection (`minikafka.faults.enable=true`, and the admin listener on a free
+    port unless `config` names one); then `kafka.faults` is a `minikafka.faults.FaultsClient`.
     """
 
     def __init__(self, config: Mapping[str, object] | None = None, data_dir: str | os.PathLike | None = None,
                  port: int | None = None, start: bool = True, startup_timeout: float = 30.0,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", faults: bool = False) -> None:
         self.config: dict[str, str] = {str(k): _config_value(v) for k, v in (config or {}).items()}
         self.host = host
+        if faults:  # fault injection needs the admin listener: one on a free port unless configured
+            self.config["minikafka.faults.enable"] = "true"
+            if not self.config.get("minikafka.metrics.listener"):
+                self.config["minikafka.metrics.listener"] = f"http://{host}:{free_port(host)}"
         self.port = port or free_port(host)
         self.startup_timeout = startup_timeout
         self._workdir = tempfile.mkdtemp(prefix="minikafka-")
@@ -141,6 +150,15 @@ class MiniKafka:
     @property
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def faults(self) -> "FaultsClient":
+        """The fault-injection client (inject / injected / clear) on `admin_url`; see minikafka/faults.py."""
+        from .faults import FaultsClient
+        if not self.admin_url:
+            raise MiniKafkaError("fault injection needs MiniKafka(faults=True) (or minikafka.faults.enable=true "
+                                 "and minikafka.metrics.listener in config)")
+        return FaultsClient(self.admin_url)
 
     @property
     def proc(self) -> subprocess.Popen | None:
