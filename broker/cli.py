@@ -1,5 +1,6 @@
 """`minikafka` command line: `serve` runs the broker; `topics` manages topics over the wire;
-`transactions` / `producers` inspect transactions and abort hanging ones (broker/txn_cli.py)."""
+`transactions` / `producers` inspect transactions and abort hanging ones (broker/txn_cli.py); `faults`
+injects failures for client tests (broker/faults.py)."""
 from __future__ import annotations
 
 import argparse
@@ -70,6 +71,47 @@ def cmd_topics(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_faults(args: argparse.Namespace) -> int:
+    """`minikafka faults inject|list|clear --admin-url URL`: the broker's /faults (broker/faults.py)."""
+    import json
+    from minikafka.faults import FaultsClient, FaultsError
+    client = FaultsClient(args.admin_url)
+    try:
+        if args.action == "inject":
+            if not args.api:
+                print("minikafka faults inject: --api is required", file=sys.stderr)
+                return 2
+            rule_id = client.inject(api=args.api, error=args.error, disconnect=args.disconnect, delay_ms=args.delay_ms,
+                                    times=args.times, topic=args.topic, partition=args.partition,
+                                    transactional_id=args.transactional_id, group_id=args.group_id)
+            print(rule_id)
+        elif args.action == "list":
+            print(json.dumps(client.injected(), indent=2))
+        else:
+            client.clear()
+    except FaultsError as exc:
+        print(f"minikafka faults {args.action}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_faults_parser(sub: argparse._SubParsersAction) -> None:
+    faults = sub.add_parser("faults", help="fault injection for client tests (minikafka.faults.enable=true)")
+    faults.add_argument("action", choices=["inject", "list", "clear"])
+    faults.add_argument("--admin-url", required=True, metavar="URL",
+                        help="the broker's admin listener, http://HOST:PORT (minikafka.metrics.listener)")
+    faults.add_argument("--api", help="Kafka API name: Produce, Fetch, EndTxn, ...")
+    faults.add_argument("--error", help="Kafka error name, e.g. NOT_LEADER_OR_FOLLOWER")
+    faults.add_argument("--disconnect", choices=["before_apply", "after_apply"])
+    faults.add_argument("--delay-ms", type=int)
+    faults.add_argument("--times", type=int, default=1)
+    faults.add_argument("--topic")
+    faults.add_argument("--partition", type=int)
+    faults.add_argument("--transactional-id")
+    faults.add_argument("--group-id")
+    faults.set_defaults(fn=cmd_faults)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="minikafka", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         add_txn_parsers(sub)  # transactions list|describe|abort, producers describe
         from .groups_cli import add_parsers as add_group_parsers
         add_group_parsers(sub)  # groups list|describe
+        _add_faults_parser(sub)  # faults inject|list|clear
     args = parser.parse_args(argv)
     if args.command == "topics" and args.action in ("create", "delete", "alter") and not args.topic:
         parser.error(f"topics {args.action} needs a topic name")
