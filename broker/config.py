@@ -244,6 +244,8 @@ class BrokerConfig:
                 parse_listener(self.get("minikafka.metrics.listener"))
             except ListenerError as exc:
                 raise ConfigError(str(exc)) from None
+        if self.get("minikafka.faults.enable").strip().lower() not in ("true", "false"):
+            raise ConfigError(f"minikafka.faults.enable must be true or false, got {self.get('minikafka.faults.enable')!r}")
         if self.get("minikafka.log.format") not in ("text", "json"):
             raise ConfigError(f"minikafka.log.format must be text or json, got {self.get('minikafka.log.format')!r}")
 

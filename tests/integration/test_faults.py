@@ -162,18 +162,25 @@ def test_bad_rules_refused(kafka, faults):
     assert cleared.returncode == 0 and faults.injected()["rules"] == []
 
 
-def test_disabled_refuses_inject():
+def test_disabled_refuses_inject(minikafka_factory):
     port = free_port()
-    with MiniKafka(config={"minikafka.metrics.listener": f"http://127.0.0.1:{port}"}) as k:
-        with pytest.raises(FaultsError, match="disabled.*minikafka.faults.enable=true") as exc:
-            k.faults.inject(api="Produce", error="NOT_LEADER_OR_FOLLOWER")
-        assert exc.value.status == 403
-        r = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "faults", "inject", "--admin-url",
-                            k.admin_url, "--api", "Produce", "--error", "NOT_LEADER_OR_FOLLOWER"],
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode != 0 and "disabled" in r.stderr
-        with RawClient(k.bootstrap_servers) as client:  # and the broker works as ever
-            assert produce_raw(client, "faults-off", build_batch([b"a"])).error_code in (0, 3)
+    k = minikafka_factory(config={"minikafka.metrics.listener": f"http://127.0.0.1:{port}"})
+    with pytest.raises(FaultsError, match="disabled.*minikafka.faults.enable=true") as exc:
+        k.faults.inject(api="Produce", error="NOT_LEADER_OR_FOLLOWER")
+    assert exc.value.status == 403
+    r = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "faults", "inject", "--admin-url",
+                        k.admin_url, "--api", "Produce", "--error", "NOT_LEADER_OR_FOLLOWER"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "disabled" in r.stderr
+    with RawClient(k.bootstrap_servers) as client:  # and the broker works as ever
+        assert produce_raw(client, "faults-off", build_batch([b"a"])).error_code in (0, 3)
     with MiniKafka(start=False) as plain:
         with pytest.raises(MiniKafkaError, match="faults=True"):
             plain.faults
+
+
+def test_factory_with_faults(minikafka_factory):
+    k = minikafka_factory(faults=True)
+    assert k.config["minikafka.faults.enable"] == "true" and k.admin_url
+    rule_id = k.faults.inject(api="Metadata", delay_ms=1, times=2)
+    assert k.faults.injected()["rules"][0]["id"] == rule_id

@@ -82,3 +82,27 @@ def test_error_responses_encode_per_partition():
     assert ERROR_BUILDERS["EndTxn"](None, 3, 14, None).error_code == 14
     for api in ERROR_BUILDERS:  # every builder's class loads
         assert callable(ERROR_BUILDERS[api])
+
+
+def test_error_responses_encode_across_versions():
+    import uuid
+
+    from kafka.protocol.metadata import FindCoordinatorRequest
+    T = FetchRequest.FetchTopic
+    tid = uuid.uuid4()
+    fetch = FetchRequest(topics=[T(topic_id=tid, partitions=[T.FetchPartition(partition=0)])])
+    resp = ERROR_BUILDERS["Fetch"](fetch, 16, 6, None)
+    assert resp.responses[0].topic_id == tid
+    resp.encode(version=16)
+    req = FindCoordinatorRequest(key="g", key_type=0, coordinator_keys=["g", "h"])
+    assert [c.error_code for c in ERROR_BUILDERS["FindCoordinator"](req, 4, 14, None).coordinators] == [14, 14]
+    ERROR_BUILDERS["FindCoordinator"](req, 4, 14, None).encode(version=4)
+    assert ERROR_BUILDERS["FindCoordinator"](req, 3, 14, None).encode(version=3)
+    assert ERROR_BUILDERS["InitProducerId"](None, 4, 14, None).producer_id == -1
+
+
+def test_config_flag_validated(tmp_path):
+    from minikafka.broker.config import BrokerConfig, ConfigError
+    with pytest.raises(ConfigError, match="minikafka.faults.enable"):
+        BrokerConfig.load(None, {"log.dirs": str(tmp_path), "minikafka.faults.enable": "yes"})
+    assert faults.enabled(BrokerConfig.load(None, {"log.dirs": str(tmp_path), "minikafka.faults.enable": "true"}))
