@@ -63,6 +63,10 @@ class Broker:
         if self.admin is not None:
             self.admin.ctx.state = self.state
         self.state.load()
+        if self.state.faults is not None:
+            log.warning("fault injection is enabled (minikafka.faults.enable=true): for client tests only%s",
+                        "" if self.admin is not None else "; no admin listener (minikafka.metrics.listener), "
+                        "so no rule can be injected")
         self.connections = ConnectionRegistry.from_state(self.state)
         self.state.connections = self.connections
         loop = asyncio.get_running_loop()
