@@ -21,6 +21,8 @@ DEFAULTS: dict[str, str] = {
     "node.id": "1",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
     "advertised.listeners": "",
+    # listener name -> security protocol; empty = Kafka's default map (each protocol names itself)
+    "listener.security.protocol.map": "",
     "log.dirs": "./minikafka-data",
     "num.partitions": "1",
     "default.replication.factor": "1",
@@ -131,7 +133,7 @@ DEFAULTS: dict[str, str] = {
 # Keys Kafka knows that are meaningless for a single embedded node; accepted silently.
 IGNORED_KAFKA_KEYS = frozenset({
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+    "controller.listener.names", "inter.broker.listener.name",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
     "broker.rack",
@@ -148,6 +150,28 @@ class Listener:
     name: str
     host: str
     port: int
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+
+
+def parse_security_protocol_map(spec: str) -> dict[str, str]:
+    """Kafka's `listener.security.protocol.map` (NAME:PROTOCOL,...); empty means each security
+    protocol is also a listener name of that protocol (Kafka's default)."""
+    if not spec.strip():
+        return {p: p for p in SECURITY_PROTOCOLS}
+    out: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, sep, proto = item.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name:
+            raise ConfigError(f"listener.security.protocol.map entry {item!r} is not NAME:PROTOCOL")
+        if proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: unknown security protocol {proto!r} "
+                              f"(one of {', '.join(SECURITY_PROTOCOLS)})")
+        out[name] = proto
+    return out
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -230,6 +254,16 @@ class BrokerConfig:
         except (ValueError, InvalidConfigError) as exc:
             raise ConfigError(str(exc)) from exc
         names = {l.name for l in self.listeners}
+        protocol_map = parse_security_protocol_map(self.get("listener.security.protocol.map"))
+        self.security_protocols: dict[str, str] = {}
+        for listener in self.listeners:
+            if listener.name not in protocol_map:
+                raise ConfigError(f"listener {listener.name} has no security protocol: add it to "
+                                  "listener.security.protocol.map")
+            self.security_protocols[listener.name] = protocol_map[listener.name]
+            if protocol_map[listener.name] not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise ConfigError(f"listener {listener.name}: security protocol {protocol_map[listener.name]} "
+                                  "is not supported yet")
         for adv in self.advertised_listeners:
             if adv.name not in names:
                 raise ConfigError(f"advertised listener {adv.name} has no matching entry in listeners")

@@ -130,6 +130,9 @@ class Connection(asyncio.BufferedProtocol):
         self.metrics = state.metrics if state is not None else None
         self.faults = getattr(state, "faults", None)  # broker/faults.py; None unless enabled
         self.listener = listener
+        self.security_protocol = (state.config.security_protocols.get(listener, "PLAINTEXT")
+                                  if state is not None else "PLAINTEXT")
+        self.principal = "User:ANONYMOUS"  # replaced by TLS client certificates or SASL
         self.pool = registry.pool
         self.max_request = registry.max_request
         self.loop = asyncio.get_running_loop()
@@ -405,7 +408,8 @@ class Connection(asyncio.BufferedProtocol):
         except Exception as exc:  # any decode failure of untrusted bytes
             raise CloseConnection(f"undecodable {spec.request_class.__name__} v{version}: {exc!r}") from None
         self.client_id = header.client_id
-        ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer, self.listener)
+        ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer, self.listener,
+                             self.principal, self.security_protocol)
         self.inflight_api = header.api_key
         t0 = perf_counter()
         fault = self.faults.take(spec.api_name, request, header.client_id) if self.faults is not None else None

@@ -16,3 +16,7 @@ class RequestContext:
     client_id: str | None
     peer: str
     listener: str = "PLAINTEXT"
+    # Kafka's KafkaPrincipal as "Type:name": User:ANONYMOUS on PLAINTEXT, the mapped certificate
+    # name on SSL, the authenticated user on SASL listeners
+    principal: str = "User:ANONYMOUS"
+    security_protocol: str = "PLAINTEXT"

@@ -13,6 +13,7 @@ def test_each_listener_advertises_its_own_address(tmp_path):
     b = BrokerProcess(tmp_path / "data", {
         "listeners": f"PLAINTEXT://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{internal},EXTERNAL://kafka.example.com:19093",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
     }, port=internal)
     (tmp_path / "data").mkdir()
     b.start()

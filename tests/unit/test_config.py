@@ -218,3 +218,21 @@ def test_cli_reports_bad_config_without_traceback(tmp_path):
         capture_output=True, text=True, timeout=20, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     assert "configuration error" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_security_protocol_map_defaults_to_protocol_names():
+    c = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    assert c.security_protocols == {"PLAINTEXT": "PLAINTEXT"}
+    c = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT, external:plaintext"})
+    assert c.security_protocols == {"PLAINTEXT": "PLAINTEXT", "EXTERNAL": "PLAINTEXT"}
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"listeners": "EXTERNAL://127.0.0.1:0"}, "no security protocol"),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "unknown security protocol"),
+    ({"listener.security.protocol.map": "PLAINTEXT"}, "NAME:PROTOCOL"),
+])
+def test_security_protocol_map_errors(props, message):
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(props)
