@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from typing import Iterator
 from unittest import mock
 
 from .common import free_port, rss_mb
+from .startup import answers_api_versions
 
 KINDS = ("minikafka", "kafka")
 # kafka-server-start.sh: KAFKA_HEAP_OPTS="-Xmx1G -Xms1G"; kafka-run-class.sh: KAFKA_JVM_PERFORMANCE_OPTS.
@@ -68,7 +68,7 @@ class BrokerProc:
         return rss_mb(self.pid)
 
     def start(self, timeout: float = 180.0) -> float:
-        """Spawn and wait until ready (minikafka: the port accepts; Kafka: the lab's probe, i.e.
+        """Spawn and wait until ready (minikafka: ApiVersions answered; Kafka: the lab's probe, i.e.
         ApiVersions answered and the broker registered). Returns the seconds this took."""
         t0 = time.monotonic()
         if self.kind == "kafka":
@@ -88,13 +88,11 @@ class BrokerProc:
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
+            if answers_api_versions(self.port):
                 return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"minikafka exited {self.proc.returncode}: {self.log_tail()}")
-                time.sleep(0.002)
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"minikafka exited {self.proc.returncode}: {self.log_tail()}")
+            time.sleep(0.002)
         self.kill()
         raise TimeoutError(f"minikafka not listening within {timeout} s")
 

@@ -21,6 +21,8 @@ def _overrides(items: list[str]) -> dict[str, str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import gc
+    gc.disable()  # start-up allocates only long-lived objects (modules, tables): collect once ready
     from .log_format import configure
     overrides = _overrides(args.override)
     if args.metrics_listener:

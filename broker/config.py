@@ -248,8 +248,10 @@ class BrokerConfig:
             self.retention_check_interval_ms = int(self.get("log.retention.check.interval.ms"))
             self.offsets_topic_partitions = int(self.get("offsets.topic.num.partitions"))
             self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))
-            from ..coordinator.consumer.config import ConsumerGroupSettings
-            ConsumerGroupSettings.from_props(self.get)  # refuse bad consumer-group settings at start-up
+            if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("group.consumer.")):
+                # refuse bad consumer-group settings at start-up (the defaults are valid: no import for them)
+                from ..coordinator.consumer.config import ConsumerGroupSettings
+                ConsumerGroupSettings.from_props(self.get)
             self.log_config = self._log_config()
         except (ValueError, InvalidConfigError) as exc:
             raise ConfigError(str(exc)) from exc

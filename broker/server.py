@@ -242,8 +242,18 @@ async def serve(config: BrokerConfig, started: list[Broker] | None = None) -> in
         await broker.stop()
         return 2
     _tune_malloc()  # after the port opened: ctypes is not needed to get there
+    _resume_gc()
     await broker.wait_stopped()
     return broker.exit_code
+
+
+def _resume_gc() -> None:
+    """`minikafka serve` pauses the cyclic GC while it imports and loads (each collection there would
+    walk every module object only to free nothing); the survivors move to the permanent generation."""
+    import gc
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 MALLOC_TRIM_THRESHOLD = 32 << 20

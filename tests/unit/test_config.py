@@ -236,3 +236,24 @@ def test_security_protocol_map_defaults_to_protocol_names():
 def test_security_protocol_map_errors(props, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig(props)
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"group.consumer.heartbeat.interval.ms": "4000"}, "must be within"),
+    ({"group.consumer.session.timeout.ms": "45000", "group.consumer.heartbeat.interval.ms": "15000",
+      "group.consumer.max.session.timeout.ms": "60000", "group.consumer.min.session.timeout.ms": "10000",
+      "group.consumer.min.heartbeat.interval.ms": "1000"}, None),
+    ({"group.consumer.assignors": "no.such.Assignor"}, "unknown consumer group assignor"),
+])
+def test_consumer_group_settings_checked_at_start_when_set(props, message):
+    """The defaults are valid (nothing imported for them); a changed group.consumer.* value is checked."""
+    if message is None:
+        BrokerConfig(props)
+    else:
+        with pytest.raises(ConfigError, match=message):
+            BrokerConfig(props)
+
+
+def test_consumer_group_defaults_are_valid():
+    from minikafka.coordinator.consumer.config import ConsumerGroupSettings
+    ConsumerGroupSettings.from_props(BrokerConfig({}).get)
