@@ -45,6 +45,8 @@ class BrokerMetrics:
         # topic -> [bytes_in, records_in, bytes_out, records_out]
         self.topics: dict[str, list[int]] = {}
         self.connections_accepted = 0
+        # (api name, error code) -> partitions answered with that error inside Produce/Fetch responses
+        self.partition_errors: dict[tuple[str, int], int] = {}
 
     # -- hot path: O(1) per request / per partition -----------------------------------------
     def request_done(self, api_key: int, api_name: str, seconds: float, error: int | str) -> None:
@@ -56,6 +58,10 @@ class BrokerMetrics:
         stats.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
         if error:
             stats.errors[error] = stats.errors.get(error, 0) + 1
+
+    def partition_error(self, api_name: str, code: int) -> None:
+        key = (api_name, code)
+        self.partition_errors[key] = self.partition_errors.get(key, 0) + 1
 
     def _topic(self, topic: str) -> list[int]:
         c = self.topics.get(topic)

@@ -49,6 +49,11 @@ class BrokerCollector(Collector):
                                   "error code, or whose handler failed, by API and error", labels=["api", "error"])
         lat = HistogramMetricFamily(PREFIX + "request_latency_seconds",
                                     "Time from a request's decoding to its response, by API", labels=["api"])
+        perr = CounterMetricFamily(PREFIX + "partition_errors", "Partitions answered with an error inside "
+                                   "Produce and Fetch responses (whose top-level error is none), by API and error",
+                                   labels=["api", "error"])
+        for (api, code), n in sorted(m.partition_errors.items()):
+            perr.add_metric([api, _kafka_error_name(code)], n)
         for stats in sorted(m.apis.values(), key=lambda s: s.name):
             req.add_metric([stats.name], stats.count)
             for code, n in sorted(stats.errors.items(), key=lambda kv: str(kv[0])):
@@ -59,7 +64,7 @@ class BrokerCollector(Collector):
                 buckets.append((repr(bound), cumulative))
             buckets.append(("+Inf", stats.count))
             lat.add_metric([stats.name], buckets, stats.seconds)
-        return (req, err, lat)
+        return (req, err, lat, perr)
 
     def _topics(self) -> Iterable[Any]:
         m = self.state.metrics

@@ -219,6 +219,10 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
         remaining = deadline - loop.time()
         if total >= req.min_bytes or errored or remaining <= 0 or not wanted:
             woken.cancel()
+            if errored:
+                for a in answers:
+                    if a.data.error_code:
+                        state.metrics.partition_error("Fetch", a.data.error_code)
             break
         _close_all(answers)  # not enough yet: read again when woken (holding nothing meanwhile)
         try:

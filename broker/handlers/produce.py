@@ -189,6 +189,11 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         done = [await part.response() if isinstance(part, _Writing) else part for part in parts]
         all_appended = all_appended and all(isinstance(part, Appended) for part in done)
         responses.append((topic.topic_id if by_id else topic.name, done))
+    if not all_appended:
+        for _key, done in responses:
+            for part in done:
+                if isinstance(part, PartitionResponse) and part.error_code:
+                    state.metrics.partition_error("Produce", part.error_code)
     if req.acks == 0:
         return None
     if all_appended:  # the common case: no per-partition objects, no generic encoder

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
+from tests.helpers import RawClient, build_batch, fetch_once, produce_raw
 
 pytestmark = pytest.mark.minikafka_only
 
@@ -133,6 +134,17 @@ def test_error_codes_are_counted(broker_factory):
     s = scrape(port)
     assert value(s, "minikafka_request_errors_total", api="InitProducerId",
                  error="INVALID_TRANSACTION_TIMEOUT") >= 1
+    # per-partition errors inside Produce and Fetch (their top-level error is none)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic("one", 1, 1)]).values():
+        f.result(15)
+    with RawClient(b.bootstrap) as raw:
+        for _ in range(2):
+            assert produce_raw(raw, "one", build_batch([b"x"]), partition=7).error_code == 3
+        assert fetch_once(raw, "one", 0, 1000).error_code == 1  # OFFSET_OUT_OF_RANGE
+    s = scrape(port)
+    assert value(s, "minikafka_partition_errors_total", api="Produce", error="UNKNOWN_TOPIC_OR_PARTITION") == 2
+    assert value(s, "minikafka_partition_errors_total", api="Fetch", error="OFFSET_OUT_OF_RANGE") == 1
 
 
 def test_ready_only_after_a_slow_recovery_and_json_progress_logs(broker_factory, tmp_path):
