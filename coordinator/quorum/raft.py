@@ -1,0 +1,313 @@
+"""The Raft core of the metadata quorum, KRaft-flavoured (KIP-595), as a pure state machine.
+
+No sockets, no clocks, no threads: `tick(now)` and `receive(message, now)` return the messages to
+send; the caller owns delivery and time (the deterministic simulation in tests, the broker's RPCs
+later). KRaft's shape rather than textbook Raft's:
+
+* **Pull replication.** Followers send `Fetch(epoch, fetch_offset, last_fetched_epoch)` to the leader;
+  the leader answers entries and its high watermark, or a `diverging` (epoch, end offset) when the
+  follower's log does not match its own there; the follower truncates to the matching point and
+  fetches again. The leader learns follower progress from the fetches themselves.
+* **Commit** (the high watermark) = the largest offset a majority of voters have fetched up to, and
+  only once it covers an entry of the leader's own epoch — a new leader begins its epoch by appending a
+  LEADER_CHANGE entry, so earlier epochs' entries commit only underneath one of its own.
+* **Elections.** A follower that has not heard from its leader for `fetch_timeout_ms`, or an unattached
+  node after its randomized election timeout, becomes a candidate for epoch + 1 and asks for votes;
+  a voter grants at most one vote per epoch, only to a candidate whose log is at least as up to date
+  ((last epoch, end offset) ordering). The winner announces itself with BeginQuorumEpoch.
+* **Fencing.** Every message carries its epoch; anything from an older epoch is answered with the
+  newer epoch (and the known leader) and changes nothing. A leader that has not been fetched from by a
+  majority within `fetch_timeout_ms` resigns (check quorum), so a partitioned old leader stops acting;
+  its uncommitted entries are truncated once it follows the new leader.
+
+Persistent state is `epoch`, `voted_for` and the log (`PersistentState`); a restart keeps it and forgets
+everything else. Invariants (checked by the simulation): at most one leader per epoch; committed
+entries never change and are the same on every node; the high watermark never moves back on a node
+while it stays up.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .log import LEADER_CHANGE, Entry, QuorumLog
+
+
+# -- messages -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    epoch: int
+    candidate: int
+    last_epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    epoch: int
+    voter: int
+    granted: bool
+    leader: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpoch:
+    epoch: int
+    leader: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    epoch: int
+    replica: int
+    fetch_offset: int
+    last_fetched_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    epoch: int
+    leader: int | None
+    high_watermark: int = 0
+    entries: tuple[Entry, ...] = ()
+    base_offset: int = 0
+    diverging: tuple[int, int] | None = None  # (epoch, end offset) to truncate to
+    fenced: bool = False  # the request's epoch is stale (or the responder is no leader)
+
+
+Message = Union[VoteRequest, VoteResponse, BeginQuorumEpoch, FetchRequest, FetchResponse]
+Outgoing = list[tuple[int, Message]]
+
+
+@dataclass
+class PersistentState:
+    """What survives a crash: fsynced before any message that depends on it is sent."""
+    epoch: int = 0
+    voted_for: int | None = None
+    log: QuorumLog = field(default_factory=QuorumLog)
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    fetch_timeout_ms: int = 2000       # KRaft controller.quorum.fetch.timeout.ms
+    election_timeout_ms: int = 1000    # controller.quorum.election.timeout.ms (randomized up to 2×)
+    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
+    fetch_interval_ms: int = 50        # how often a caught-up follower fetches again (no long poll here)
+    max_fetch_entries: int = 64
+
+
+FOLLOWER, UNATTACHED, CANDIDATE, LEADER = "follower", "unattached", "candidate", "leader"
+
+
+class RaftNode:
+    def __init__(self, node_id: int, voters: tuple[int, ...], persistent: PersistentState,
+                 config: RaftConfig = RaftConfig(), rng: random.Random | None = None, now: int = 0) -> None:
+        if node_id not in voters:
+            raise ValueError("observers (non-voters) are not supported yet")
+        self.id = node_id
+        self.voters = tuple(sorted(voters))
+        self.p = persistent
+        self.config = config
+        self.rng = rng or random.Random(node_id)
+        self.role = UNATTACHED
+        self.leader: int | None = None
+        self.high_watermark = 0
+        self._votes: set[int] = set()
+        self._follower_end: dict[int, int] = {}
+        self._fetched_at: dict[int, int] = {}
+        self._epoch_start = 0  # leader: offset of its LEADER_CHANGE entry
+        self._deadline = now + self._election_timeout()
+        self._next_fetch = 0
+        self._fetch_inflight = False
+
+    # -- views ----------------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self.p.epoch
+
+    @property
+    def log(self) -> QuorumLog:
+        return self.p.log
+
+    def committed(self) -> list[Entry]:
+        return self.log.entries[:self.high_watermark]
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    # -- the caller's entry points --------------------------------------------------------------------
+    def propose(self, payload: Any) -> int | None:
+        """Append `payload` as leader; its offset (committed once high_watermark > offset), or None if
+        this node is not the leader."""
+        if self.role != LEADER:
+            return None
+        offset = self.log.append(Entry(self.epoch, payload))
+        self._advance_high_watermark()
+        return offset
+
+    def tick(self, now: int) -> Outgoing:
+        out: Outgoing = []
+        if self.role == LEADER:
+            if len(self.voters) > 1 and now >= self._deadline:
+                recent = 1 + sum(1 for v, t in self._fetched_at.items() if now - t < self.config.fetch_timeout_ms)
+                if recent < self.majority:  # check quorum: a cut-off leader resigns
+                    self._become_unattached(self.epoch, now, keep_vote=True)
+                    return out
+                self._deadline = now + self.config.fetch_timeout_ms
+            return out
+        if now >= self._deadline:
+            return self._start_election(now)
+        if self.role == FOLLOWER and self.leader is not None and not self._fetch_inflight and now >= self._next_fetch:
+            self._fetch_inflight = True
+            self._next_fetch = now + self.config.fetch_interval_ms
+            out.append((self.leader, FetchRequest(self.epoch, self.id, self.log.end_offset, self.log.last_epoch)))
+        elif self.role == FOLLOWER and self._fetch_inflight and now >= self._next_fetch + self.config.fetch_timeout_ms:
+            self._fetch_inflight = False  # the request (or its answer) was lost: send another
+        return out
+
+    def receive(self, msg: Message, now: int) -> Outgoing:
+        if isinstance(msg, FetchRequest):
+            return self._on_fetch(msg, now)
+        if isinstance(msg, FetchResponse):
+            return self._on_fetch_response(msg, now)
+        if isinstance(msg, VoteRequest):
+            return self._on_vote(msg, now)
+        if isinstance(msg, VoteResponse):
+            return self._on_vote_response(msg, now)
+        if isinstance(msg, BeginQuorumEpoch):
+            if msg.epoch > self.epoch or (msg.epoch == self.epoch and self.role != LEADER):
+                self._become_follower(msg.epoch, msg.leader, now)
+            return []
+        raise TypeError(f"not a quorum message: {msg!r}")
+
+    # -- transitions ----------------------------------------------------------------------------------
+    def _election_timeout(self) -> int:
+        t = self.config.election_timeout_ms
+        return t + self.rng.randrange(t)
+
+    def _persist(self, epoch: int, voted_for: int | None) -> None:
+        self.p.epoch, self.p.voted_for = epoch, voted_for
+
+    def _become_unattached(self, epoch: int, now: int, keep_vote: bool = False) -> None:
+        if epoch != self.epoch or not keep_vote:
+            self._persist(epoch, None if epoch != self.epoch else self.p.voted_for)
+        self.role, self.leader = UNATTACHED, None
+        self._fetch_inflight = False
+        self._deadline = now + self._election_timeout()
+
+    def _become_follower(self, epoch: int, leader: int, now: int) -> None:
+        if epoch != self.epoch:
+            self._persist(epoch, None)
+        self.role, self.leader = FOLLOWER, leader
+        self._fetch_inflight = False
+        self._next_fetch = now
+        self._deadline = now + self.config.fetch_timeout_ms
+
+    def _start_election(self, now: int) -> Outgoing:
+        self._persist(self.epoch + 1, self.id)
+        self.role, self.leader = CANDIDATE, None
+        self._votes = {self.id}
+        self._deadline = now + self._election_timeout() + self.rng.randrange(self.config.election_backoff_max_ms + 1)
+        if len(self._votes) >= self.majority:
+            return self._become_leader(now)
+        req = VoteRequest(self.epoch, self.id, self.log.last_epoch, self.log.end_offset)
+        return [(v, req) for v in self.voters if v != self.id]
+
+    def _become_leader(self, now: int) -> Outgoing:
+        self.role, self.leader = LEADER, self.id
+        self._epoch_start = self.log.append(Entry(self.epoch, LEADER_CHANGE))
+        self._follower_end = {v: 0 for v in self.voters if v != self.id}
+        self._fetched_at = {}
+        self._deadline = now + self.config.fetch_timeout_ms
+        self._advance_high_watermark()
+        msg = BeginQuorumEpoch(self.epoch, self.id)
+        return [(v, msg) for v in self.voters if v != self.id]
+
+    def _observe_epoch(self, epoch: int, leader: int | None, now: int) -> None:
+        """A message shows a newer epoch: follow its leader if known, else wait unattached."""
+        if leader is not None and leader != self.id:
+            self._become_follower(epoch, leader, now)
+        else:
+            self._become_unattached(epoch, now)
+
+    # -- votes ----------------------------------------------------------------------------------------
+    def _on_vote(self, req: VoteRequest, now: int) -> Outgoing:
+        if req.epoch < self.epoch:
+            return [(req.candidate, VoteResponse(self.epoch, self.id, False, self.leader))]
+        if req.epoch > self.epoch:
+            self._become_unattached(req.epoch, now)
+        if self.role in (LEADER, FOLLOWER) and self.leader is not None:
+            return [(req.candidate, VoteResponse(self.epoch, self.id, False, self.leader))]
+        up_to_date = (req.last_epoch, req.end_offset) >= (self.log.last_epoch, self.log.end_offset)
+        granted = up_to_date and self.p.voted_for in (None, req.candidate)
+        if granted:
+            self._persist(self.epoch, req.candidate)
+            self._deadline = now + self._election_timeout()
+        return [(req.candidate, VoteResponse(self.epoch, self.id, granted, self.leader))]
+
+    def _on_vote_response(self, resp: VoteResponse, now: int) -> Outgoing:
+        if resp.epoch > self.epoch:
+            self._observe_epoch(resp.epoch, resp.leader, now)
+            return []
+        if self.role != CANDIDATE or resp.epoch < self.epoch or not resp.granted:
+            return []
+        self._votes.add(resp.voter)
+        if len(self._votes) >= self.majority:
+            return self._become_leader(now)
+        return []
+
+    # -- replication ----------------------------------------------------------------------------------
+    def _on_fetch(self, req: FetchRequest, now: int) -> Outgoing:
+        if req.epoch > self.epoch:
+            self._become_unattached(req.epoch, now)  # a leader we have not heard of yet
+        if self.role != LEADER or req.epoch < self.epoch:
+            return [(req.replica, FetchResponse(self.epoch, self.leader, fenced=True))]
+        log = self.log
+        if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
+            epoch, end = log.end_offset_for_epoch(req.last_fetched_epoch)
+            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
+                return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark, diverging=(epoch, end)))]
+        if req.replica in self._follower_end:
+            self._follower_end[req.replica] = max(self._follower_end[req.replica], req.fetch_offset)
+            self._fetched_at[req.replica] = now
+            self._advance_high_watermark()
+        entries = tuple(log.read(req.fetch_offset, self.config.max_fetch_entries))
+        return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark, entries, req.fetch_offset))]
+
+    def _on_fetch_response(self, resp: FetchResponse, now: int) -> Outgoing:
+        if resp.epoch > self.epoch or (resp.fenced and resp.epoch == self.epoch and resp.leader not in (None, self.leader)):
+            self._observe_epoch(resp.epoch, resp.leader, now)
+            return []
+        if self.role != FOLLOWER or resp.epoch < self.epoch or resp.leader != self.leader:
+            return []  # stale: from an older epoch or another node
+        self._fetch_inflight = False
+        if resp.fenced:
+            return []
+        self._deadline = now + self.config.fetch_timeout_ms
+        log = self.log
+        if resp.diverging is not None:
+            epoch, end = resp.diverging
+            _, own_end = log.end_offset_for_epoch(epoch)
+            truncate_at = min(end, own_end)
+            if truncate_at < self.high_watermark:
+                raise AssertionError(f"node {self.id}: truncation to {truncate_at} below the high watermark "
+                                     f"{self.high_watermark}")
+            log.truncate_to(truncate_at)
+            self._next_fetch = now  # fetch again at once from the matching point
+            return []
+        if resp.base_offset != log.end_offset:
+            return []  # an answer to an older fetch
+        for entry in resp.entries:
+            log.append(entry)
+        self.high_watermark = max(self.high_watermark, min(resp.high_watermark, log.end_offset))
+        if resp.entries:
+            self._next_fetch = now  # more may be waiting
+        return []
+
+    def _advance_high_watermark(self) -> None:
+        ends = sorted([self.log.end_offset, *self._follower_end.values()], reverse=True)
+        candidate = ends[self.majority - 1] if len(ends) >= self.majority else 0
+        if candidate > self._epoch_start and candidate > self.high_watermark:
+            self.high_watermark = candidate

@@ -1,0 +1,207 @@
+"""A deterministic simulation of a metadata quorum (coordinator/quorum/raft.py): simulated time, a
+seeded network that delays, drops and cuts links, crashes and restarts (persistent state kept), and
+clients proposing to whoever is leader. Invariant checks run after every step:
+
+* election safety: at most one leader per epoch, ever;
+* committed entries never change and are the same prefix on every node;
+* a node's high watermark never moves back while it stays up;
+* every proposal acknowledged as committed is in the final committed log exactly once.
+"""
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+
+from minikafka.coordinator.quorum.log import Entry
+from minikafka.coordinator.quorum.raft import LEADER, Message, PersistentState, RaftConfig, RaftNode
+
+TICK_MS = 10
+
+
+@dataclass
+class Faults:
+    drop: float = 0.05          # per message
+    delay_ms: tuple[int, int] = (1, 30)
+    crash_every_ms: int = 3000  # mean time between crashes (0: none)
+    down_ms: tuple[int, int] = (200, 4000)
+    cut_every_ms: int = 4000    # mean time between link cuts that isolate one node (0: none)
+    cut_ms: tuple[int, int] = (500, 5000)
+    propose_every_ms: int = 50
+
+
+@dataclass
+class Sim:
+    seed: int
+    voters: tuple[int, ...] = (1, 2, 3)
+    faults: Faults = field(default_factory=Faults)
+    config: RaftConfig = field(default_factory=lambda: RaftConfig(fetch_timeout_ms=1000, election_timeout_ms=500,
+                                                                   election_backoff_max_ms=300))
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.now = 0
+        self.persistent = {v: PersistentState() for v in self.voters}
+        self.nodes: dict[int, RaftNode | None] = {v: self._boot(v) for v in self.voters}
+        self.down_until: dict[int, int] = {}
+        self.isolated: dict[int, int] = {}  # node -> until
+        self.queue: list[tuple[int, int, int, int, Message]] = []
+        self._seq = 0
+        self.leaders: dict[int, int] = {}
+        self.committed: list[Entry] = []
+        self.hw_seen: dict[int, int] = {v: 0 for v in self.voters}
+        self.acked: dict[object, int] = {}  # payload -> offset acknowledged at
+        self.pending: dict[object, tuple[int, int, int]] = {}  # payload -> (leader, epoch, offset)
+        self._next_payload = 0
+        self.stats = {"crashes": 0, "cuts": 0, "elections": 0, "delivered": 0, "dropped": 0}
+
+    def _boot(self, v: int) -> RaftNode:
+        return RaftNode(v, self.voters, self.persistent[v], self.config, random.Random(self.rng.random()), self.now)
+
+    # -- network ------------------------------------------------------------------------------------------
+    def _send(self, src: int, out: list[tuple[int, Message]]) -> None:
+        for dst, msg in out:
+            if self.rng.random() < self.faults.drop:
+                self.stats["dropped"] += 1
+                continue
+            self._seq += 1
+            heapq.heappush(self.queue, (self.now + self.rng.randint(*self.faults.delay_ms), self._seq, src, dst, msg))
+
+    def _reachable(self, a: int, b: int) -> bool:
+        return not (a in self.isolated or b in self.isolated) and self.nodes.get(b) is not None
+
+    # -- faults -------------------------------------------------------------------------------------------
+    def _maybe_fault(self) -> None:
+        f = self.faults
+        if f.crash_every_ms and self.rng.random() < TICK_MS / f.crash_every_ms:
+            up = [v for v, n in self.nodes.items() if n is not None]
+            if up:
+                v = self.rng.choice(up)
+                self.nodes[v] = None
+                self.down_until[v] = self.now + self.rng.randint(*f.down_ms)
+                self.stats["crashes"] += 1
+        if f.cut_every_ms and self.rng.random() < TICK_MS / f.cut_every_ms:
+            v = self.rng.choice(self.voters)
+            self.isolated[v] = self.now + self.rng.randint(*f.cut_ms)
+            self.stats["cuts"] += 1
+        for v, until in list(self.down_until.items()):
+            if self.now >= until:
+                del self.down_until[v]
+                self.nodes[v] = self._boot(v)
+                self.hw_seen[v] = 0
+        for v, until in list(self.isolated.items()):
+            if self.now >= until:
+                del self.isolated[v]
+
+    def heal(self) -> None:
+        self.isolated.clear()
+        for v in list(self.down_until):
+            self.down_until[v] = self.now
+
+    # -- clients ------------------------------------------------------------------------------------------
+    def _propose(self) -> None:
+        for v, n in self.nodes.items():
+            if n is not None and n.role == LEADER:
+                payload = ("p", self._next_payload)
+                self._next_payload += 1
+                offset = n.propose(payload)
+                self.pending[payload] = (v, n.epoch, offset)
+
+    def _ack(self) -> None:
+        for payload, (v, epoch, offset) in list(self.pending.items()):
+            n = self.nodes.get(v)
+            if n is None or n.epoch != epoch or n.role != LEADER:
+                del self.pending[payload]  # the client sees a failure (leader gone): not acknowledged
+                continue
+            if n.high_watermark > offset:
+                assert n.log.entries[offset].payload == payload
+                self.acked[payload] = offset
+                del self.pending[payload]
+
+    # -- invariants ---------------------------------------------------------------------------------------
+    def _check(self) -> None:
+        for v, n in self.nodes.items():
+            if n is None:
+                continue
+            if n.role == LEADER:
+                other = self.leaders.setdefault(n.epoch, v)
+                assert other == v, f"seed {self.seed}: two leaders in epoch {n.epoch}: {other} and {v}"
+            assert n.high_watermark >= self.hw_seen[v], f"seed {self.seed}: node {v} high watermark moved back"
+            self.hw_seen[v] = n.high_watermark
+            mine = n.committed()
+            common = min(len(mine), len(self.committed))
+            assert mine[:common] == self.committed[:common], (
+                f"seed {self.seed}: node {v} committed log differs from the committed history")
+            if len(mine) > len(self.committed):
+                self.committed.extend(mine[len(self.committed):])
+
+    # -- driving ------------------------------------------------------------------------------------------
+    def step(self) -> None:
+        self.now += TICK_MS
+        while self.queue and self.queue[0][0] <= self.now:
+            _t, _s, src, dst, msg = heapq.heappop(self.queue)
+            node = self.nodes.get(dst)
+            if node is None or not self._reachable(src, dst):
+                self.stats["dropped"] += 1
+                continue
+            self.stats["delivered"] += 1
+            self._send(dst, node.receive(msg, self.now))
+            self._check()
+        for v, n in self.nodes.items():
+            if n is not None:
+                self._send(v, n.tick(self.now))
+        if self.faults.propose_every_ms and self.rng.random() < TICK_MS / self.faults.propose_every_ms:
+            self._propose()
+        self._ack()
+        self._check()
+
+    def run(self, ms: int, faults: bool = True) -> None:
+        end = self.now + ms
+        while self.now < end:
+            if faults:
+                self._maybe_fault()
+            self.step()
+
+    def leader(self) -> RaftNode | None:
+        leaders = [n for n in self.nodes.values() if n is not None and n.role == LEADER]
+        return max(leaders, key=lambda n: n.epoch) if leaders else None
+
+    def settle(self, ms: int = 15_000) -> RaftNode:
+        """Heal every fault, let the quorum converge, commit one more proposal everywhere; the leader."""
+        self.heal()
+        quiet = Faults(drop=0.0, crash_every_ms=0, cut_every_ms=0, propose_every_ms=0)
+        saved, self.faults = self.faults, quiet
+        try:
+            self._maybe_fault()  # restarts the crashed nodes
+            deadline = self.now + ms
+            while self.now < deadline:
+                self.step()
+                leader = self.leader()
+                if leader is not None and leader.high_watermark == leader.log.end_offset and all(
+                        n is not None and n.high_watermark == leader.log.end_offset for n in self.nodes.values()):
+                    break
+            leader = self.leader()
+            assert leader is not None, f"seed {self.seed}: no leader after healing"
+            payload = ("final", self.seed)
+            offset = leader.propose(payload)
+            self.pending[payload] = (leader.id, leader.epoch, offset)
+            while self.now < deadline + ms and payload not in self.acked:
+                self.step()
+            assert payload in self.acked, f"seed {self.seed}: a proposal did not commit after healing"
+            while self.now < deadline + 2 * ms and not all(
+                    n is not None and n.high_watermark > offset for n in self.nodes.values()):
+                self.step()
+            assert all(n is not None and n.high_watermark > offset for n in self.nodes.values()), (
+                f"seed {self.seed}: not every node committed the final proposal")
+            return leader
+        finally:
+            self.faults = saved
+
+    def check_acknowledged(self) -> None:
+        """Every acknowledged proposal is committed, once, at the offset it was acknowledged at."""
+        positions: dict[object, list[int]] = {}
+        for i, e in enumerate(self.committed):
+            positions.setdefault(e.payload, []).append(i)
+        for payload, offset in self.acked.items():
+            assert positions.get(payload) == [offset], (
+                f"seed {self.seed}: acknowledged {payload} at {offset}, committed at {positions.get(payload)}")
