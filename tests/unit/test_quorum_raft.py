@@ -179,3 +179,25 @@ def test_simulation_without_faults_elects_once_and_commits_everything():
     sim.settle()
     sim.check_acknowledged()
     assert len(sim.acked) > 100
+
+
+def test_entries_of_an_older_epoch_commit_only_under_one_of_the_leaders_own():
+    """Raft's figure 8: a new leader must not count replicas of an older epoch's entry as committed —
+    a node with a later-epoch log could still be elected and overwrite it."""
+    lc1 = Entry(1, LEADER_CHANGE)
+    x, y = Entry(2, "x"), Entry(3, "y")
+    logs = {1: [lc1, Entry(2, LEADER_CHANGE), x], 2: [lc1, Entry(2, LEADER_CHANGE), x], 3: [lc1], 4: [lc1],
+            5: [lc1, Entry(3, LEADER_CHANGE), y]}
+    config = RaftConfig(fetch_timeout_ms=1000, election_timeout_ms=500, election_backoff_max_ms=0, max_fetch_entries=2)
+    voters = (1, 2, 3, 4, 5)
+    nodes = {v: RaftNode(v, voters, PersistentState(epoch=3, log=QuorumLog(logs[v])), config) for v in voters}
+    up = {v: nodes[v] for v in (1, 2, 3)}  # 4 and 5 are down
+    nodes[1]._deadline = 0
+    deliver(up, nodes[1].tick(0), 0)
+    assert nodes[1].role == LEADER and nodes[1].epoch == 4
+    for now in (10, 20):  # node 3 gets [LC2, x] first, then fetches from offset 3
+        replicate(up, now, rounds=1)
+    assert nodes[1]._follower_end[3] >= 3 and nodes[1]._follower_end[2] >= 3  # x is on 1, 2 and 3
+    assert nodes[1].high_watermark <= 2, "x counted as committed before an epoch-4 entry is on a majority"
+    replicate(up, 30, rounds=2)
+    assert nodes[1].high_watermark == 4  # now LC4 (and x beneath it) are on a majority
