@@ -87,6 +87,10 @@ class PersistentState:
     voted_for: int | None = None
     log: QuorumLog = field(default_factory=QuorumLog)
 
+    def save(self, epoch: int, voted_for: int | None) -> None:
+        """Record the epoch and vote durably (coordinator/quorum/store.py writes a file)."""
+        self.epoch, self.voted_for = epoch, voted_for
+
 
 @dataclass(frozen=True)
 class RaftConfig:
@@ -188,7 +192,7 @@ class RaftNode:
         return t + self.rng.randrange(t)
 
     def _persist(self, epoch: int, voted_for: int | None) -> None:
-        self.p.epoch, self.p.voted_for = epoch, voted_for
+        self.p.save(epoch, voted_for)
 
     def _become_unattached(self, epoch: int, now: int, keep_vote: bool = False) -> None:
         if epoch != self.epoch or not keep_vote:

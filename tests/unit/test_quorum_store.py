@@ -1,0 +1,71 @@
+"""The quorum's durable state (coordinator/quorum/store.py): what a restart reads back, and a torn or
+corrupt log tail cut off at the last whole entry."""
+from __future__ import annotations
+
+import json
+import os
+
+from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry
+from minikafka.coordinator.quorum.raft import RaftConfig, RaftNode, VoteRequest
+from minikafka.coordinator.quorum.store import LOG_FILE, STATE_FILE, FilePersistentState
+
+
+def entries(n: int) -> list[Entry]:
+    return [Entry(1, LEADER_CHANGE)] + [Entry(2, {"type": "topic", "name": f"t{i}"}) for i in range(n)]
+
+
+def test_entries_epoch_and_vote_survive_a_restart(tmp_path):
+    p = FilePersistentState(tmp_path)
+    for e in entries(3):
+        p.log.append(e)
+    p.save(2, 3)
+    p.close()
+    again = FilePersistentState(tmp_path)
+    assert again.log.entries == entries(3) and (again.epoch, again.voted_for) == (2, 3)
+    assert json.loads((tmp_path / STATE_FILE).read_text())["votedId"] == 3
+    again.close()
+
+
+def test_truncation_is_durable(tmp_path):
+    p = FilePersistentState(tmp_path)
+    for e in entries(5):
+        p.log.append(e)
+    p.log.truncate_to(2)
+    p.log.append(Entry(3, "after"))
+    p.close()
+    again = FilePersistentState(tmp_path)
+    assert again.log.entries == entries(5)[:2] + [Entry(3, "after")]
+    again.close()
+
+
+def test_torn_and_corrupt_tails_are_cut_at_the_last_whole_entry(tmp_path):
+    p = FilePersistentState(tmp_path)
+    for e in entries(4):
+        p.log.append(e)
+    p.close()
+    path = tmp_path / LOG_FILE
+    whole = path.read_bytes()
+    for cut in (len(whole) - 1, len(whole) - 7, len(whole) - 20):  # a crash mid-write of the last frame
+        path.write_bytes(whole[:cut])
+        again = FilePersistentState(tmp_path)
+        assert again.log.entries == entries(4)[:-1]
+        assert path.stat().st_size < cut or cut == len(whole)  # the partial frame is gone from the file
+        again.log.append(Entry(5, "next"))  # appends continue right after the last whole entry
+        again.close()
+        assert FilePersistentState(tmp_path).log.entries == entries(4)[:-1] + [Entry(5, "next")]
+    flipped = bytearray(whole)
+    flipped[-3] ^= 0xFF  # a bit flip inside the last payload: its CRC fails
+    path.write_bytes(bytes(flipped))
+    assert FilePersistentState(tmp_path).log.entries == entries(4)[:-1]
+
+
+def test_a_vote_given_before_a_crash_holds_after_it(tmp_path):
+    config = RaftConfig()
+    node = RaftNode(1, (1, 2, 3), FilePersistentState(tmp_path), config)
+    (_, r), = node.receive(VoteRequest(4, 2, 0, 0), 0)
+    assert r.granted
+    node.p.close()
+    restarted = RaftNode(1, (1, 2, 3), FilePersistentState(tmp_path), config)
+    (_, r), = restarted.receive(VoteRequest(4, 3, 0, 0), 0)
+    assert not r.granted and restarted.epoch == 4
+    restarted.p.close()
