@@ -84,3 +84,56 @@ def test_literal_back_references_and_no_match():
     with pytest.raises(NoMatchingRule):
         mapper.name("OU=only")
     assert SslPrincipalMapper(None).name("CN=a") == "CN=a"
+
+
+# -- RFC 2253 names, checked against Java's X500Principal.getName() ----------------------------
+
+_SUBJECTS = [  # most specific first, as RFC 2253 prints them (certificates hold the reverse order)
+    [("CN", "alice"), ("OU", "eng"), ("O", "acme")],
+    [("CN", "Duke <x>;\"q\"\\"), ("OU", "a+b=c"), ("O", "Sun, Inc."), ("L", "Fulton"), ("ST", "MD"), ("C", "US")],
+    [("CN", " lead and trail "), ("O", "#hash")],
+    [("DC", "com"), ("DC", "example"), ("UID", "u1"), ("CN", "ünïcode name")],
+    [("EMAIL", "alice@example.com"), ("CN", "alice"), ("SERIAL", "1234"), ("STREET", "1 Main St")],
+]
+
+
+def _cert(subject, key):
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import NameOID
+    oids = {"CN": NameOID.COMMON_NAME, "OU": NameOID.ORGANIZATIONAL_UNIT_NAME, "O": NameOID.ORGANIZATION_NAME,
+            "C": NameOID.COUNTRY_NAME, "ST": NameOID.STATE_OR_PROVINCE_NAME, "L": NameOID.LOCALITY_NAME,
+            "DC": NameOID.DOMAIN_COMPONENT, "UID": NameOID.USER_ID, "EMAIL": NameOID.EMAIL_ADDRESS,
+            "SERIAL": NameOID.SERIAL_NUMBER, "STREET": NameOID.STREET_ADDRESS}
+    name = x509.Name([x509.NameAttribute(oids[k], v) for k, v in reversed(subject)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+
+
+def test_rfc2253_names_as_java_prints_them(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from minikafka.broker.ssl_principal import rfc2253_name
+    key = ec.generate_private_key(ec.SECP256R1())
+    certs = [_cert(s, key) for s in _SUBJECTS]
+    ours = [rfc2253_name(c.public_bytes(serialization.Encoding.DER)) for c in certs]
+    assert ours[0] == "CN=alice,OU=eng,O=acme"
+    assert ours[1] == 'CN=Duke \\<x\\>\\;\\"q\\"\\\\,OU=a\\+b\\=c,O=Sun\\, Inc.,L=Fulton,ST=MD,C=US'
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java to compare with")
+    paths = []
+    for i, c in enumerate(certs):
+        p = tmp_path / f"c{i}.pem"
+        p.write_bytes(c.public_bytes(serialization.Encoding.PEM))
+        paths.append(str(p))
+    src = Path(__file__).parent / "java" / "DnNames.java"
+    out = subprocess.run([java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", str(src), *paths],
+                         capture_output=True, check=True, timeout=60)
+    assert out.stdout.decode("utf-8").splitlines() == ours
