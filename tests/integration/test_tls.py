@@ -167,10 +167,15 @@ def test_mtls_required_client_certificate(tls_broker):
 
 def test_mtls_requested_client_certificate(tls_broker):
     """requested: a client without a certificate is let in (as User:ANONYMOUS); one with a trusted
-    certificate too; a certificate from an untrusted CA is refused."""
+    certificate too. A certificate from an untrusted CA: Kafka (JSSE) ignores it and lets the client
+    in as User:ANONYMOUS; OpenSSL, which Python's ssl offers no verify callback for, fails the
+    handshake, so minikafka refuses it (documented difference; never more access than Kafka)."""
     assert produce_consume(client_conf(tls_broker, "REQ"), n=3) == [b"v0", b"v1", b"v2"]
     assert produce_consume(client_conf(tls_broker, "REQ", cert="client"), n=3) == [b"v0", b"v1", b"v2"]
-    expect_connect_failure(client_conf(tls_broker, "REQ", cert="stranger"))
+    if tls_broker.kind == "kafka":
+        assert produce_consume(client_conf(tls_broker, "REQ", cert="stranger"), n=3) == [b"v0", b"v1", b"v2"]
+    else:
+        expect_connect_failure(client_conf(tls_broker, "REQ", cert="stranger"))
 
 
 def test_client_that_does_not_trust_the_broker(tls_broker):
