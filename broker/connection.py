@@ -120,8 +120,12 @@ def unsupported_api_versions_frame(correlation_id: int) -> bytes:
 def describe_tls_error(exc: BaseException) -> str:
     """One line about a failed handshake; a hint where the peer is no TLS client at all."""
     import ssl
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"client certificate not trusted: {exc.verify_message}"
     if isinstance(exc, ssl.SSLError):
         reason = exc.reason or str(exc)
+        if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
+            return "the client sent no certificate (ssl.client.auth=required)"
         if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "PACKET_LENGTH_TOO_LONG",
                       "RECORD_LAYER_FAILURE", "UNEXPECTED_RECORD", "HTTPS_PROXY_REQUEST"):
             return f"{reason} (not a TLS client: a plaintext client on an SSL listener?)"
