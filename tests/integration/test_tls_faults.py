@@ -209,6 +209,8 @@ def test_large_fetch_over_tls_does_not_stall_other_clients(tmp_path, pki):
 # -- start-up refusals ------------------------------------------------------------------------
 
 def _bad_configs(pki: Pki, tmp) -> dict[str, tuple[dict[str, str], str]]:
+    mismatched = tmp / "mismatched.pem"
+    mismatched.write_bytes(pki.client.key_pem() + pki.server.cert_pem())
     jks = tmp / "store.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed" + b"\0" * 60)
     return {
@@ -224,6 +226,7 @@ def _bad_configs(pki: Pki, tmp) -> dict[str, tuple[dict[str, str], str]]:
         "pem with store password": ({"ssl.keystore.password": PASSWORD}, "cannot be specified with PEM"),
         "jks file": ({"ssl.keystore.type": "JKS", "ssl.keystore.location": str(jks), "ssl.keystore.password": "x"},
                      "keytool -importkeystore"),
+        "key and certificate do not match": ({"ssl.keystore.location": str(mismatched)}, "do not fit together"),
         "bad client auth": ({"ssl.client.auth": "always"}, "ssl.client.auth"),
         "bad mapping rule": ({"ssl.principal.mapping.rules": "RULE:x"}, "ssl.principal.mapping.rules"),
         "bad protocol": ({"ssl.enabled.protocols": "TLSv1.4"}, "ssl.enabled.protocols"),
@@ -234,7 +237,7 @@ def _bad_configs(pki: Pki, tmp) -> dict[str, tuple[dict[str, str], str]]:
 
 @pytest.mark.parametrize("case", ["no keystore", "missing file", "pkcs12 wrong password", "pkcs12 without password",
                                   "encrypted key without password", "wrong key password", "pem with store password",
-                                  "jks file", "bad client auth", "bad mapping rule", "bad protocol", "bad truststore"])
+                                  "jks file", "key and certificate do not match", "bad client auth", "bad mapping rule", "bad protocol", "bad truststore"])
 def test_unusable_ssl_config_stops_start_up(tmp_path, pki, case):
     extra, message = _bad_configs(pki, tmp_path)[case]
     b, _ = start(tmp_path, pki, extra)
