@@ -211,7 +211,8 @@ class Connection(asyncio.BufferedProtocol):
             try:
                 ssl_object = transport.get_extra_info("ssl_object")
                 der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-                self.principal = principal_of(der, self.tls.mapper)
+                if self.security_protocol == "SSL":  # SASL_SSL: the principal comes from SASL
+                    self.principal = principal_of(der, self.tls.mapper)
             except Exception as exc:  # no rule maps the name, an undecodable certificate: refused
                 self.close(logging.INFO, f"client certificate refused: {exc}")
                 return
