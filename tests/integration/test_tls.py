@@ -6,6 +6,7 @@ One broker per module with five listeners, configured as a user would configure 
   P12   listener.name.p12.ssl.keystore.* PKCS12 (per-listener override of the broker-wide keystore)
   MTLS  listener.name.mtls.ssl.client.auth=required, PEM truststore with the test CA
   REQ   listener.name.req.ssl.client.auth=requested, PKCS12 truststore
+  STRICT required client auth, ssl.principal.mapping.rules that map only CN=bob
 The same tests run against Apache Kafka with `--broker=kafka` (scripts/apache_kafka.py lab).
 Certificates are made by the test (tests/tls_certs.py), never committed.
 """
@@ -25,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 from tests.conftest import ROOT, BrokerProcess, broker_kind, free_port
 from tests.tls_certs import PASSWORD, Pki
 
-LISTENERS = {"SSL": "SSL", "P12": "SSL", "MTLS": "SSL", "REQ": "SSL"}
+LISTENERS = {"SSL": "SSL", "P12": "SSL", "MTLS": "SSL", "REQ": "SSL", "STRICT": "SSL"}
 
 
 def tls_overrides(pki: Pki) -> dict[str, str]:
@@ -42,6 +43,10 @@ def tls_overrides(pki: Pki) -> dict[str, str]:
         "listener.name.req.ssl.truststore.type": "PKCS12",
         "listener.name.req.ssl.truststore.location": pki.path("truststore.p12"),
         "listener.name.req.ssl.truststore.password": PASSWORD,
+        "listener.name.strict.ssl.client.auth": "required",
+        "listener.name.strict.ssl.truststore.type": "PEM",
+        "listener.name.strict.ssl.truststore.location": pki.path("ca.pem"),
+        "listener.name.strict.ssl.principal.mapping.rules": "RULE:^CN=(bob),.*$/$1/",
     }
 
 
@@ -183,6 +188,27 @@ def test_client_that_does_not_trust_the_broker(tls_broker):
     conf["ssl.ca.location"] = tls_broker.pki.path("other-ca.pem")
     errors = expect_connect_failure(conf)
     assert "_TRANSPORT" in errors or "_ALL_BROKERS_DOWN" in errors, errors
+
+
+def test_certificate_that_no_mapping_rule_names_is_refused(tls_broker):
+    """alice's certificate is trusted, but the STRICT listener's rules map only bob: Kafka closes the
+    connection (SslPrincipalMapper.NoMatchingRule), and so does minikafka."""
+    import ssl
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    from tests.helpers import RawClient
+    ctx = ssl.create_default_context(cafile=tls_broker.pki.path("ca.pem"))
+    ctx.load_cert_chain(tls_broker.pki.path("client.crt"), tls_broker.pki.path("client.key"))
+    for listener, accepted in (("MTLS", True), ("STRICT", False)):
+        c = RawClient(tls_broker.bootstrap(listener))
+        c.sock = ctx.wrap_socket(c.sock, server_hostname="localhost")
+        try:
+            if accepted:
+                assert c.request(ApiVersionsRequest(), 0, ApiVersionsResponse).error_code == 0
+            else:
+                with pytest.raises((ConnectionError, ssl.SSLError)):
+                    c.request(ApiVersionsRequest(), 0, ApiVersionsResponse)
+        finally:
+            c.close()
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
