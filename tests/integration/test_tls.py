@@ -211,6 +211,31 @@ def test_certificate_that_no_mapping_rule_names_is_refused(tls_broker):
             c.close()
 
 
+@pytest.mark.parametrize("listener, stores", [("MTLS", "PKCS12")])
+def test_java_client_over_tls(tls_broker, tmp_path, listener, stores):
+    """kafka-clients 4.x (JSSE): mTLS with PKCS12 keystore and truststore (or, as stores="PEM",
+    plain TLS with a PEM truststore); the default (idempotent) producer and a read_committed consumer."""
+    sys.path.insert(0, str(ROOT))
+    from scripts import apache_kafka as lab
+    pki = tls_broker.pki
+    if stores == "PKCS12":
+        security = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": pki.path("client.p12"),
+                    "ssl.keystore.password": PASSWORD, "ssl.truststore.type": "PKCS12",
+                    "ssl.truststore.location": pki.path("truststore.p12"), "ssl.truststore.password": PASSWORD}
+    else:
+        security = {"ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca.pem")}
+    props = tmp_path / "client.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in {"security.protocol": "SSL", **security}.items()))
+    topic = f"java-tls-{uuid.uuid4().hex[:8]}"
+    lab.fetch()
+    proc = subprocess.run([lab.java_bin(), "-Xmx256m", "-cp", lab.classpath(),
+                           str(ROOT / "tests" / "java" / "JavaTlsCheck.java"),
+                           tls_broker.bootstrap(listener), topic, "200", str(props)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "produced=200 consumed=200"
+
+
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
 def test_kcat_over_ssl(tls_broker):
     topic = f"kcat-tls-{uuid.uuid4().hex[:8]}"
