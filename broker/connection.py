@@ -594,6 +594,8 @@ class Connection(asyncio.BufferedProtocol):
                 fields["api_key"] = self.inflight_api
             if self.client_id is not None:
                 fields["client_id"] = self.client_id
+            if self.principal != "User:ANONYMOUS":
+                fields["principal"] = self.principal
             log.log(level, msg, *args, extra=fields)
 
     def close(self, level: int | None = None, reason: str = "") -> None:
