@@ -69,14 +69,19 @@ def _attribute_rfc2253(oid: str, value: Any, tag: int) -> str:
     return f"{keyword}={text}"
 
 
+def _asn1_tag(attribute: Any) -> int:
+    """The ASN.1 string type of a name attribute (cryptography keeps it in `_type`; UTF8String if not)."""
+    kind = getattr(attribute, "_type", None)
+    return int(getattr(kind, "value", 12))
+
+
 def rfc2253_name(der_certificate: bytes) -> str:
     """The subject of a DER certificate as Java's X500Principal.getName() (RFC 2253) prints it."""
     from cryptography import x509
     cert = x509.load_der_x509_certificate(der_certificate)
     rdns = []
     for rdn in reversed(list(cert.subject.rdns)):
-        rdns.append("+".join(_attribute_rfc2253(a.oid.dotted_string, a.value, int(getattr(a, "_type").value))
-                             for a in rdn))
+        rdns.append("+".join(_attribute_rfc2253(a.oid.dotted_string, a.value, _asn1_tag(a)) for a in rdn))
     return ",".join(rdns)
 
 
