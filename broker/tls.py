@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import ssl
 import tempfile
 from dataclasses import dataclass
@@ -212,14 +213,12 @@ def _read(path: str, what: str) -> bytes:
 
 
 def _pem_blocks(data: bytes, label: str) -> list[bytes]:
-    import re
     return re.findall(rb"-----BEGIN " + label.encode() + rb"-----.+?-----END " + label.encode() + rb"-----",
                       data, re.S)
 
 
 def _pem_key(text: bytes, password: str | None, where: str) -> bytes:
     from cryptography.hazmat.primitives import serialization
-    import re
     found = re.findall(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----.+?-----END [A-Z ]*PRIVATE KEY-----", text, re.S)
     if not found:
         raise ConfigError(f"{where}: Private key not provided")
