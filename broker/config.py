@@ -128,7 +128,38 @@ DEFAULTS: dict[str, str] = {
     "unclean.leader.election.enable": "false",
     "log.cleaner.threads": "1",
     "producer.id.expiration.ms": "86400000",
+    # a TLS handshake (SSL/SASL_SSL listeners) must finish this long after the TCP accept, else closed
+    "minikafka.ssl.handshake.timeout.ms": "10000",
 }
+
+# Kafka's ssl.* broker keys and defaults ("" is Kafka's null); per listener they can be given with the
+# listener.name.<lowercase name>. prefix (broker/tls.py resolves them and builds the TLS context)
+SSL_DEFAULTS: dict[str, str] = {
+    "ssl.protocol": "TLSv1.3",
+    "ssl.provider": "",
+    "ssl.cipher.suites": "",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": "",
+    "ssl.keystore.password": "",
+    "ssl.keystore.key": "",
+    "ssl.keystore.certificate.chain": "",
+    "ssl.key.password": "",
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": "",
+    "ssl.truststore.password": "",
+    "ssl.truststore.certificates": "",
+    "ssl.keymanager.algorithm": "SunX509",
+    "ssl.trustmanager.algorithm": "PKIX",
+    "ssl.endpoint.identification.algorithm": "https",
+    "ssl.secure.random.implementation": "",
+    "ssl.engine.factory.class": "",
+    "ssl.client.auth": "none",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    "ssl.allow.dn.changes": "false",
+    "ssl.allow.san.changes": "false",
+}
+DEFAULTS.update(SSL_DEFAULTS)
 
 # Keys Kafka knows that are meaningless for a single embedded node; accepted silently.
 IGNORED_KAFKA_KEYS = frozenset({
@@ -153,7 +184,17 @@ class Listener:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+TLS_SECURITY_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # listeners that get a TLS context (broker/tls.py)
+_LISTENER_KEY = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
+
+
+def is_known_key(key: str) -> bool:
+    """A key of DEFAULTS, or one of them with Kafka's per-listener prefix `listener.name.<name>.`."""
+    if key in DEFAULTS:
+        return True
+    m = _LISTENER_KEY.match(key)
+    return m is not None and m.group(1) in DEFAULTS
 
 
 def parse_security_protocol_map(spec: str) -> dict[str, str]:
@@ -224,7 +265,7 @@ class BrokerConfig:
         self.static_props: dict[str, str] = dict(props)
         self.props: dict[str, str] = dict(DEFAULTS)
         for key, value in props.items():
-            if warn_unknown and key not in DEFAULTS and key not in IGNORED_KAFKA_KEYS:
+            if warn_unknown and not is_known_key(key) and key not in IGNORED_KAFKA_KEYS:
                 log.warning("unknown config key %r ignored", key)
             self.props[key] = value
         try:
@@ -245,6 +286,9 @@ class BrokerConfig:
             self.max_connections_per_ip = int(self.get("max.connections.per.ip"))
             self.connections_max_idle_ms = int(self.get("connections.max.idle.ms"))
             self.request_read_timeout_ms = int(self.get("minikafka.request.read.timeout.ms"))
+            self.ssl_handshake_timeout_ms = int(self.get("minikafka.ssl.handshake.timeout.ms"))
+            if self.ssl_handshake_timeout_ms <= 0:
+                raise ConfigError("minikafka.ssl.handshake.timeout.ms must be positive")
             self.retention_check_interval_ms = int(self.get("log.retention.check.interval.ms"))
             self.offsets_topic_partitions = int(self.get("offsets.topic.num.partitions"))
             self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))

@@ -20,6 +20,14 @@ Responses are the buffers `Connection.dispatch` returns: bytes-like parts, or an
 (broker/response.py) whose `FileSlice` parts are sent with os.sendfile when the transport's buffer is
 empty, else in bounded pread chunks while waiting for the transport to drain.
 
+TLS (SSL and SASL_SSL listeners, broker/tls.py): the listener's protocol is the event loop's TLS
+protocol around a Connection; it admits the connection at TCP accept (`tcp_accepted`: handshakes
+count against max.connections, as in Kafka), runs the handshake bounded by
+`minikafka.ssl.handshake.timeout.ms`, and calls `connection_made` with the TLS transport after it,
+where the principal is taken from the client certificate (broker/ssl_principal.py). A failed or
+timed-out handshake is one INFO line (`tls_failed`) and a closed socket. Over TLS, file parts of a response go out in pread chunks
+(no sendfile through TLS), each chunk encrypted by the transport, waiting for it to drain.
+
 Errors: a peer that resets or disconnects at any point is closed quietly (DEBUG); a request that
 cannot be answered or a failing handler logs one line (no traceback unless DEBUG) and closes that
 connection only.
@@ -49,10 +57,12 @@ from .memory_pool import Grant, MemoryPool
 from .metrics import HANDLER_FAILED, response_error
 from .registry import advertised_versions, spec_for
 from .response import EncodedBody, FileSlice
+from .ssl_principal import principal_of
 
 if TYPE_CHECKING:
     from .connection_registry import ConnectionRegistry
     from .state import BrokerState
+    from .tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +117,24 @@ def unsupported_api_versions_frame(correlation_id: int) -> bytes:
     return encode_response_frame(correlation_id, body, flexible_header=False)
 
 
+def describe_tls_error(exc: BaseException) -> str:
+    """One line about a failed handshake; a hint where the peer is no TLS client at all."""
+    import ssl
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"client certificate not trusted: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        reason = exc.reason or str(exc)
+        if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
+            return "the client sent no certificate (ssl.client.auth=required)"
+        if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "PACKET_LENGTH_TOO_LONG",
+                      "RECORD_LAYER_FAILURE", "UNEXPECTED_RECORD", "HTTPS_PROXY_REQUEST"):
+            return f"{reason} (not a TLS client: a plaintext client on an SSL listener?)"
+        return str(reason)
+    if isinstance(exc, (ConnectionAbortedError, asyncio.TimeoutError)):
+        return f"{exc} (minikafka.ssl.handshake.timeout.ms)" if str(exc) else "timed out (minikafka.ssl.handshake.timeout.ms)"
+    return repr(exc) if not str(exc) else f"{type(exc).__name__}: {exc}"
+
+
 def _flatten(parts: Iterable[Any]) -> Iterable[Any]:
     for part in parts:
         if isinstance(part, EncodedBody):
@@ -124,7 +152,8 @@ def _close_slices(parts: Iterable[Any]) -> None:
 class Connection(asyncio.BufferedProtocol):
     """One client connection (see the module docstring)."""
 
-    def __init__(self, registry: "ConnectionRegistry", state: "BrokerState | None", listener: str = "PLAINTEXT") -> None:
+    def __init__(self, registry: "ConnectionRegistry", state: "BrokerState | None", listener: str = "PLAINTEXT",
+                 tls: "ListenerTls | None" = None) -> None:
         self.registry = registry
         self.state = state
         self.metrics = state.metrics if state is not None else None
@@ -133,6 +162,8 @@ class Connection(asyncio.BufferedProtocol):
         self.security_protocol = (state.config.security_protocols.get(listener, "PLAINTEXT")
                                   if state is not None else "PLAINTEXT")
         self.principal = "User:ANONYMOUS"  # replaced by TLS client certificates or SASL
+        self.tls = tls
+        self.tls_ready = False  # TLS listeners: the handshake finished and connection_made ran
         self.pool = registry.pool
         self.max_request = registry.max_request
         self.loop = asyncio.get_running_loop()
@@ -171,6 +202,28 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- transport callbacks ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.tls is not None:  # the TLS handshake is done; admitted at accept (tcp_accepted)
+            self.transport = transport  # type: ignore[assignment]
+            self.tls_ready = True
+            if self.closed:
+                transport.abort()
+                return
+            try:
+                ssl_object = transport.get_extra_info("ssl_object")
+                der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+                if self.security_protocol == "SSL":  # SASL_SSL: the principal comes from SASL
+                    self.principal = principal_of(der, self.tls.mapper)
+            except Exception as exc:  # no rule maps the name, an undecodable certificate: refused
+                self.close(logging.INFO, f"client certificate refused: {exc}")
+                return
+            self.last_io = self.loop.time()
+            self._transport_ready(transport)
+            return
+        if self.tcp_accepted(transport):
+            self._transport_ready(transport)
+
+    def tcp_accepted(self, transport: asyncio.BaseTransport) -> bool:
+        """Peer address and admission (max.connections); False: refused and closed."""
         self.transport = transport  # type: ignore[assignment]  (uvloop's is no asyncio.Transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
@@ -181,7 +234,16 @@ class Connection(asyncio.BufferedProtocol):
         if not self.registry.admit(self):
             self.closed = True
             transport.close()
-            return
+            return False
+        return True
+
+    def tls_failed(self, exc: BaseException) -> None:
+        """The TLS handshake failed or timed out (the TLS layer closes the socket): one line, teardown."""
+        self._log_once(logging.INFO, "closing connection %s: TLS handshake failed: %s", self.peer,
+                       describe_tls_error(exc))
+        self._teardown()
+
+    def _transport_ready(self, transport: asyncio.BaseTransport) -> None:
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=0)
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
@@ -199,7 +261,7 @@ class Connection(asyncio.BufferedProtocol):
         # a client that half-closes after its last request still gets the answer to it
         if self.busy or self._read_state == _SIZE_PENDING:
             self._eof = True
-            return True
+            return self.tls is None  # TLS has no half-close: the transport closes whatever we answer
         if self._read_state != _HEADER or self._hdr_pos:
             self._log_once(logging.INFO, "connection %s closed mid-frame", self.peer)
         return False
@@ -532,6 +594,8 @@ class Connection(asyncio.BufferedProtocol):
                 fields["api_key"] = self.inflight_api
             if self.client_id is not None:
                 fields["client_id"] = self.client_id
+            if self.principal != "User:ANONYMOUS":
+                fields["principal"] = self.principal
             log.log(level, msg, *args, extra=fields)
 
     def close(self, level: int | None = None, reason: str = "") -> None:

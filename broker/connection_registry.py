@@ -19,6 +19,7 @@ from .memory_pool import Grant, MemoryPool
 
 if TYPE_CHECKING:
     from .state import BrokerState
+    from .tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,9 @@ class ConnectionRegistry:
         self.max_connections_per_ip = max_connections_per_ip
 
     def factory(self, state: "BrokerState | None", listener: str,
-                cls: type[Connection] = Connection) -> Callable[[], Connection]:
+                cls: type[Connection] = Connection, tls: "ListenerTls | None" = None) -> Callable[[], Connection]:
+        if tls is not None:
+            return lambda: cls(self, state, listener, tls)
         return lambda: cls(self, state, listener)
 
     @property

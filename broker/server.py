@@ -58,6 +58,7 @@ class Broker:
 
     async def start(self) -> None:
         t0 = time.monotonic()
+        tls_contexts = self._tls_contexts()  # keystores first: a bad one fails start-up before anything opens
         await self._start_admin()
         self.state = BrokerState(self.config)
         if self.admin is not None:
@@ -71,14 +72,21 @@ class Broker:
         self.state.connections = self.connections
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
-            server = await loop.create_server(self.connections.factory(self.state, listener.name),
+            tls = tls_contexts.get(listener.name)
+            factory = self.connections.factory(self.state, listener.name, tls=tls)
+            if tls is not None:
+                from .tls import tls_protocol_factory
+                factory = tls_protocol_factory(loop, factory, tls, self.config.ssl_handshake_timeout_ms / 1000)
+            server = await loop.create_server(factory,
                                               listener.host or None, listener.port,
                                               reuse_address=True, backlog=1024)
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound_ports.append(port)
             self.state.set_bound_port(listener, port)
-            log.info("listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0", port)
+            log.info("listening on %s://%s:%d (%s%s)", listener.name, listener.host or "0.0.0.0", port,
+                     self.config.security_protocols.get(listener.name, "PLAINTEXT"),
+                     f", {'/'.join(tls.protocols)}, ssl.client.auth={tls.client_auth}" if tls else "")
         adv = self.state.advertised
         log.info("minikafka %s ready in %.0f ms: node %d, cluster %s, data dir %s, advertised %s:%d",
                  __version__, (time.monotonic() - t0) * 1000, self.config.node_id, self.state.cluster_id,
@@ -95,6 +103,21 @@ class Broker:
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
         self._periodic += start_log_cleaner(self.state)
         self._periodic.append(asyncio.create_task(self._warm_up()))
+
+    def _tls_contexts(self) -> dict:
+        """A TLS context per SSL / SASL_SSL listener (broker/tls.py); StartupError if one cannot be built."""
+        from .config import TLS_SECURITY_PROTOCOLS, ConfigError
+        out = {}
+        for listener in self.config.listeners:
+            protocol = self.config.security_protocols.get(listener.name, "PLAINTEXT")
+            if protocol in TLS_SECURITY_PROTOCOLS:
+                from .tls import build_listener_tls, listener_ssl_props
+                try:
+                    out[listener.name] = build_listener_tls(
+                        listener_ssl_props(self.config.get, listener.name, protocol), listener.name)
+                except ConfigError as exc:
+                    raise StartupError(f"invalid SSL configuration: {exc}") from None
+        return out
 
     async def _start_admin(self) -> None:
         """The HTTP admin listener (broker/admin_http.py), first: a taken port fails start-up early."""

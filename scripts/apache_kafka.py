@@ -390,6 +390,8 @@ class KafkaBroker:
         self.cluster_id: str | None = None
         self.ready_seconds: float | None = None
         self._log_fh = None
+        # extra client listeners (start(extra_listeners={"SSL": "SSL"})): name -> (security protocol, port)
+        self.extra_listeners: dict[str, tuple[str, int]] = {}
 
     # paths ---------------------------------------------------------------------------------------
     @property
@@ -443,12 +445,23 @@ class KafkaBroker:
             "num.io.threads": "4",
             "log.flush.interval.messages": str(2**63 - 1),
         }
+        for name, (protocol, port) in self.extra_listeners.items():
+            props["listeners"] += f",{name}://127.0.0.1:{port}"
+            props["advertised.listeners"] += f",{name}://127.0.0.1:{port}"
+            props["listener.security.protocol.map"] += f",{name}:{protocol}"
         for k, v in (overrides or {}).items():
             props[k] = str(v)
         return props
 
+    def listener_port(self, name: str) -> int:
+        """The port of an extra listener (start(extra_listeners=...))."""
+        return self.extra_listeners[name.upper()][1]
+
     def start(self, port: int | None = None, overrides: dict[str, str] | None = None,
-              timeout: float = 60.0) -> "KafkaBroker":
+              timeout: float = 60.0, extra_listeners: dict[str, str] | None = None) -> "KafkaBroker":
+        """`extra_listeners`: more client listeners, name -> security protocol (e.g. {"SSL": "SSL"}),
+        each on a free port (`listener_port(name)`), advertised as itself; their ssl.* / sasl.* keys
+        come in `overrides`. The PLAINTEXT listener stays (the readiness probe uses it)."""
         t0 = time.monotonic()
         libs = _ensure(self.version)
         if self.work_dir is None:
@@ -458,6 +471,13 @@ class KafkaBroker:
         self.controller_port = free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
+        taken = {self.port, self.controller_port}
+        for name, protocol in (extra_listeners or {}).items():
+            p = free_port()
+            while p in taken:
+                p = free_port()
+            taken.add(p)
+            self.extra_listeners[name.upper()] = (protocol.upper(), p)
         props = self.properties(overrides)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         log_cfg = self.work_dir / "log4j2.properties"
