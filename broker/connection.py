@@ -57,7 +57,6 @@ from .memory_pool import Grant, MemoryPool
 from .metrics import HANDLER_FAILED, response_error
 from .registry import advertised_versions, spec_for
 from .response import EncodedBody, FileSlice
-from .ssl_principal import principal_of
 
 if TYPE_CHECKING:
     from .connection_registry import ConnectionRegistry
@@ -212,6 +211,7 @@ class Connection(asyncio.BufferedProtocol):
                 ssl_object = transport.get_extra_info("ssl_object")
                 der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
                 if self.security_protocol == "SSL":  # SASL_SSL: the principal comes from SASL
+                    from .ssl_principal import principal_of  # TLS listeners only: not at start-up
                     self.principal = principal_of(der, self.tls.mapper)
             except Exception as exc:  # no rule maps the name, an undecodable certificate: refused
                 self.close(logging.INFO, f"client certificate refused: {exc}")
