@@ -59,7 +59,11 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         await self._start_admin()
-        self.state = BrokerState(self.config)
+        from .sasl.credentials import CredentialStoreError
+        try:
+            self.state = BrokerState(self.config)
+        except CredentialStoreError as exc:
+            raise StartupError(str(exc)) from None
         if self.admin is not None:
             self.admin.ctx.state = self.state
         self.state.load()

@@ -1,0 +1,111 @@
+"""Per-listener SASL settings from Kafka's config keys, resolved as Kafka resolves them:
+
+- `sasl.enabled.mechanisms` (Kafka's default GSSAPI), overridden per listener by
+  `listener.name.<listener>.sasl.enabled.mechanisms`; minikafka serves PLAIN, SCRAM-SHA-256 and
+  SCRAM-SHA-512 and refuses start-up with any other mechanism enabled on a SASL listener.
+- the JAAS config of a mechanism on a listener: `listener.name.<listener>.<mechanism>.sasl.jaas.config`
+  (mechanism lower-cased). As on a Kafka broker, an unprefixed `sasl.jaas.config` is ignored with a
+  warning (Kafka then falls back to a static JAAS file, which minikafka does not read). PLAIN's users
+  are the `user_<name>="<password>"` options of its PlainLoginModule entry; an enabled PLAIN without
+  one refuses start-up, as Kafka does. SCRAM needs no JAAS options (Kafka requires a ScramLoginModule
+  entry; minikafka accepts it and does not insist).
+- `connections.max.reauth.ms` (KIP-368; 0 = no re-authentication, sessions never expire), overridden
+  by `listener.name.<listener>.<mechanism>.connections.max.reauth.ms`.
+- `connection.failed.authentication.delay.ms` (answer to a failed authentication, then close, after this
+  delay) and `sasl.server.max.receive.size` (largest frame accepted before authentication).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from .jaas import JaasConfigError, PLAIN_LOGIN_MODULE, parse_jaas_config, plain_users
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+class SaslConfigError(ValueError):
+    """The SASL configuration of a listener cannot be used."""
+
+
+@dataclass(frozen=True)
+class ListenerSasl:
+    """What the authenticator of one SASL listener's connections needs."""
+    listener: str
+    mechanisms: tuple[str, ...]  # in configured order (SaslHandshake answers this list)
+    plain_users: Mapping[str, str] = field(default_factory=dict)
+    reauth_ms: Mapping[str, int] = field(default_factory=dict)  # mechanism -> connections.max.reauth.ms
+    failed_auth_delay_ms: int = 100
+    max_receive_size: int = 524288
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(m.strip() for m in value.split(",") if m.strip())
+
+
+def listener_sasl(listener: str, get: Callable[[str], str], props: Mapping[str, str]) -> ListenerSasl:
+    """The SASL settings of `listener` (a SASL_PLAINTEXT or SASL_SSL listener); SaslConfigError if unusable."""
+    prefix = f"listener.name.{listener.lower()}."
+    mechanisms = _split(props.get(prefix + "sasl.enabled.mechanisms") or get("sasl.enabled.mechanisms"))
+    if not mechanisms:
+        raise SaslConfigError(f"listener {listener}: sasl.enabled.mechanisms is empty")
+    unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
+    if unsupported:
+        raise SaslConfigError(f"listener {listener}: SASL mechanism {', '.join(unsupported)} is not supported "
+                              f"(supported: {', '.join(SUPPORTED_MECHANISMS)}); set sasl.enabled.mechanisms "
+                              f"(Kafka's default is GSSAPI)")
+    users: dict[str, str] = {}
+    reauth: dict[str, int] = {}
+    for mech in mechanisms:
+        jaas_key = f"{prefix}{mech.lower()}.sasl.jaas.config"
+        jaas = props.get(jaas_key, "")
+        if jaas.strip():
+            try:
+                entries = parse_jaas_config(jaas)
+            except JaasConfigError as exc:
+                raise SaslConfigError(f"{jaas_key}: {exc}") from None
+            if mech == "PLAIN":
+                users = plain_users(entries)
+                if not any(e.login_module == PLAIN_LOGIN_MODULE for e in entries):
+                    raise SaslConfigError(f"{jaas_key}: no {PLAIN_LOGIN_MODULE} entry")
+        elif mech == "PLAIN":
+            raise SaslConfigError(f"listener {listener}: SASL mechanism PLAIN needs {jaas_key} "
+                                  f"({PLAIN_LOGIN_MODULE} required user_<name>=\"<password>\" ...;)")
+        value = props.get(f"{prefix}{mech.lower()}.connections.max.reauth.ms") or get("connections.max.reauth.ms")
+        try:
+            reauth[mech] = int(value or "0")
+        except ValueError:
+            raise SaslConfigError(f"connections.max.reauth.ms must be an integer, got {value!r}") from None
+    try:
+        delay = int(get("connection.failed.authentication.delay.ms"))
+        max_receive = int(get("sasl.server.max.receive.size"))
+    except ValueError as exc:
+        raise SaslConfigError(str(exc)) from None
+    if delay < 0:
+        raise SaslConfigError("connection.failed.authentication.delay.ms must be >= 0")
+    return ListenerSasl(listener, mechanisms, users, reauth, delay, max_receive)
+
+
+def sasl_settings(security_protocols: Mapping[str, str], get: Callable[[str], str],
+                  props: Mapping[str, str]) -> dict[str, ListenerSasl]:
+    """listener name -> settings, for every SASL listener."""
+    if get("sasl.jaas.config").strip() and any(p in SASL_PROTOCOLS for p in security_protocols.values()):
+        log.warning("Server config sasl.jaas.config should be prefixed with listener and SASL mechanism name "
+                    "(listener.name.<listener>.<mechanism>.sasl.jaas.config), ignoring config")
+    return {name: listener_sasl(name, get, props)
+            for name, proto in security_protocols.items() if proto in SASL_PROTOCOLS}
+
+
+def is_sasl_key(key: str) -> bool:
+    """Per-listener SASL keys (listener.name.<l>.[<mechanism>.]...) known to this module."""
+    if not key.startswith("listener.name."):
+        return False
+    rest = key[len("listener.name."):].partition(".")[2]
+    if rest == "sasl.enabled.mechanisms":
+        return True
+    mech, _, tail = rest.partition(".")
+    return mech.upper() in SUPPORTED_MECHANISMS and tail in ("sasl.jaas.config", "connections.max.reauth.ms")
