@@ -63,6 +63,7 @@ API_TABLE: dict[int, ApiEntry] = {
     42: ApiEntry("delete_groups", 0, 2),
     44: ApiEntry("configs", 0, 1),  # IncrementalAlterConfigs
     47: ApiEntry("offset_delete", 0, 0),
+    48: ApiEntry("client_quotas", 0, 1),  # DescribeClientQuotas (always empty: no quotas)
     50: ApiEntry("scram_credentials", 0, 0),  # DescribeUserScramCredentials
     51: ApiEntry("scram_credentials", 0, 0),  # AlterUserScramCredentials
     57: ApiEntry("update_features", 0, 2),

@@ -22,7 +22,7 @@ async def handle_sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) 
     if sasl is None or sasl.state not in (HANDSHAKE_OR_VERSIONS, HANDSHAKE):
         return SaslHandshakeResponse(error_code=ke.IllegalSaslStateError.errno, mechanisms=[])
     sasl.handshake(req.mechanism, ctx.api_version)  # SaslFailure: the connection answers, then closes
-    return SaslHandshakeResponse(error_code=0, mechanisms=list(sasl.settings.mechanisms))
+    return SaslHandshakeResponse(error_code=0, mechanisms=sasl.settings.handshake_mechanisms)
 
 
 @handles(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2)
@@ -39,5 +39,5 @@ async def handle_sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateReq
             exc.response = SaslAuthenticateResponse(error_code=ke.SaslAuthenticationFailedError.errno,
                                                     error_message=str(exc), auth_bytes=b"", session_lifetime_ms=0)
         raise
-    return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer,
+    return SaslAuthenticateResponse(error_code=0, error_message="", auth_bytes=answer,  # "" as Kafka 4.3
                                     session_lifetime_ms=lifetime_ms)

@@ -37,7 +37,7 @@ DESCRIBE_DUPLICATE_USER = "Cannot describe SCRAM credentials for the same user t
 DESCRIBE_MISSING_USER = "Attempt to describe a user credential that does not exist: "
 
 
-def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | None:
+def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str | None] | None:
     if not name:
         return ke.UnacceptableCredentialError.errno, "Username must not be empty"
     if mechanism not in MECHANISM_BY_TYPE:
@@ -49,7 +49,7 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | No
 async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest
                                               ) -> AlterUserScramCredentialsResponse:
     store = ctx.broker.scram_credentials
-    errors: dict[str, tuple[int, str]] = {}
+    errors: dict[str, tuple[int, str | None]] = {}
     deletions: dict[str, tuple[str, str]] = {}
     upserts: dict[str, tuple[str, str, ScramCredential]] = {}
     for d in req.deletions:
@@ -77,8 +77,8 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
         elif error is None and u.iterations > MAX_ITERATIONS:
             error = (ke.UnacceptableCredentialError.errno, "Too many iterations")
         elif error is None and not u.salted_password:
-            # Kafka: HMAC with an empty key throws IllegalArgumentException -> UNKNOWN_SERVER_ERROR
-            error = (ke.UnknownError.errno, "Empty key")
+            # Kafka: HMAC with an empty key throws IllegalArgumentException -> UNKNOWN_SERVER_ERROR, no message
+            error = (ke.UnknownError.errno, None)
         if error is not None:
             errors[u.name] = error
             continue
@@ -120,8 +120,9 @@ async def handle_describe_user_scram_credentials(ctx: RequestContext, req: Descr
         elif name in users:
             infos = [CredentialInfo(mechanism=MECHANISM_TYPES[m], iterations=c.iterations)
                      for m, c in sorted(users[name].items(), key=lambda mc: MECHANISM_TYPES[mc[0]])]
-            results.append(DescribeResult(user=name, error_code=0, error_message=None, credential_infos=infos))
+            results.append(DescribeResult(user=name, error_code=0, error_message="", credential_infos=infos))
         else:
             results.append(DescribeResult(user=name, error_code=ke.ResourceNotFoundError.errno,
                                           error_message=DESCRIBE_MISSING_USER + name, credential_infos=[]))
-    return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=0, error_message=None, results=results)
+    # Kafka 4.3 answers "" (not null) as the error message of a success, at the top and per user
+    return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=0, error_message="", results=results)

@@ -119,8 +119,10 @@ class SaslAuthenticator:
                              delayed=False)
         if state == FAILED:
             raise SaslFailure("request after a failed authentication", delayed=False)
-        during = "authentication" if state == AUTHENTICATE else "handshake"
-        raise self._fail(f"Unexpected Kafka request of type {_api_name(api_key)} during SASL {during}.")
+        if state == AUTHENTICATE:  # Kafka answers with the request's error response (ILLEGAL_SASL_STATE); we do not
+            raise self._fail(f"Unexpected Kafka request of type {_api_name(api_key)} during SASL authentication.")
+        # before the handshake Kafka 4.3 closes at once (measured: no failure delay)
+        raise self._fail(f"Unexpected Kafka request of type {_api_name(api_key)} during SASL handshake.", delayed=False)
 
     def _may_begin_reauth(self, now: float) -> bool:
         if self.session_expires_at is None:
@@ -140,7 +142,7 @@ class SaslAuthenticator:
             from kafka.protocol.sasl import SaslHandshakeResponse
             raise self._fail(f"Unsupported SASL mechanism {mechanism}",
                              SaslHandshakeResponse(error_code=ke.UnsupportedSaslMechanismError.errno,
-                                                   mechanisms=list(self.settings.mechanisms)))
+                                                   mechanisms=self.settings.handshake_mechanisms))
         self.raw_tokens = version == 0
         if self._reauth_from is not None and mechanism != self._reauth_from[0]:
             self._bad_mechanism_message = (f"SASL mechanism '{mechanism}' requested by client is not supported for "

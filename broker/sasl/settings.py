@@ -36,11 +36,33 @@ class SaslConfigError(ValueError):
 class ListenerSasl:
     """What the authenticator of one SASL listener's connections needs."""
     listener: str
-    mechanisms: tuple[str, ...]  # in configured order (SaslHandshake answers this list)
+    mechanisms: tuple[str, ...]  # in configured order
     plain_users: Mapping[str, str] = field(default_factory=dict)
     reauth_ms: Mapping[str, int] = field(default_factory=dict)  # mechanism -> connections.max.reauth.ms
     failed_auth_delay_ms: int = 100
     max_receive_size: int = 524288
+
+    @property
+    def handshake_mechanisms(self) -> list[str]:
+        """The list SaslHandshake answers: Kafka builds it from a java.util.HashMap keyed by
+        mechanism, so it comes in HashMap iteration order (e.g. PLAIN, SCRAM-SHA-512, SCRAM-SHA-256
+        for `PLAIN,SCRAM-SHA-256,SCRAM-SHA-512`), which clients may show."""
+        return java_hashmap_order(self.mechanisms)
+
+
+def java_hashmap_order(keys: tuple[str, ...] | list[str]) -> list[str]:
+    """Iteration order of a java.util.HashMap<String, ?> filled with `keys` in order (default
+    capacity 16, doubling past 3/4 full): by bucket (spread hashCode & (capacity - 1)), then by
+    insertion within a bucket (no treeified bins at these sizes)."""
+    from ...coordinator.partitioning import java_string_hash
+    capacity = 16
+    while len(keys) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: str) -> int:
+        h = java_string_hash(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(dict.fromkeys(keys)))]
 
 
 def _split(value: str) -> tuple[str, ...]:
