@@ -430,8 +430,10 @@ class Connection(asyncio.BufferedProtocol):
             raise SaslFailure(f"bad request header before authentication: {exc}") from None
         try:
             sasl.check_request(header.api_key)
-        except SessionExpired as exc:
-            raise CloseConnection(str(exc)) from None
+        except SessionExpired as exc:  # KIP-368: closed unanswered, as Kafka's SocketServer does
+            self._close_after_response = True
+            self._log_once(logging.INFO, "closing connection %s: %s", self.peer, exc)
+            return None
         if sasl.authenticated and header.api_key not in (17, 36):
             return await self._dispatch(frame)
         response = await self._dispatch(frame)
