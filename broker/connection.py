@@ -110,7 +110,7 @@ def unsupported_api_versions_frame(correlation_id: int) -> bytes:
 
 def _new_authenticator(state: "BrokerState | None", listener: str) -> SaslAuthenticator | None:
     """The SASL authenticator of a new connection on `listener`, or None on a non-SASL listener."""
-    settings = state.config.sasl.get(listener) if state is not None else None
+    settings = getattr(state.config, "sasl", {}).get(listener) if state is not None else None
     if settings is None:
         return None
     return SaslAuthenticator(settings, state.scram_credentials.get)
