@@ -157,3 +157,19 @@ def test_storage_format_refuses_bad_specs_and_a_corrupt_store_refuses_start(tmp_
     with pytest.raises(Exception, match="malformed SCRAM credentials file"):
         start_minikafka(data_dir)
 
+
+
+@pytest.mark.minikafka_only
+def test_minikafka_sasl_users_for_client_tests():
+    """MiniKafka(sasl_users=...): a SASL_PLAINTEXT listener where the users log in with every mechanism."""
+    from minikafka.testing import MiniKafka
+    from tests.sasl_helpers import SaslBroker
+    with MiniKafka(sasl_users={"alice": "alice-secret", "bob.b": "p=w,]"}) as kafka:
+        broker = SaslBroker(kafka.bootstrap_servers, kafka.sasl_bootstrap_servers, kafka)
+        produce_consume(broker, "PLAIN", "alice", "alice-secret", n=1)
+        produce_consume(broker, "SCRAM-SHA-512", "bob.b", "p=w,]", n=1)
+        assert auth_error(broker, "SCRAM-SHA-256", "alice", "wrong") is not None
+        kafka.restart()  # the credentials were written once, into the data dir
+        produce_consume(broker, "SCRAM-SHA-256", "alice", "alice-secret", n=1)
+    with pytest.raises(ValueError):
+        MiniKafka(sasl_users={"a b": "x"}, start=False)
