@@ -333,7 +333,10 @@ def _sasl_config(host: str, port: int, sasl_port: int, users: Mapping[str, str])
     jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(entries) + ";"
     return {"listeners": f"PLAINTEXT://{host}:{port},SASL_PLAINTEXT://{host}:{sasl_port}",
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas}
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            **{f"listener.name.sasl_plaintext.{mech}.sasl.jaas.config":
+               "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+               for mech in ("scram-sha-256", "scram-sha-512")}}
 
 
 def _config_value(value: object) -> str:

@@ -4,11 +4,11 @@
   `listener.name.<listener>.sasl.enabled.mechanisms`; minikafka serves PLAIN, SCRAM-SHA-256 and
   SCRAM-SHA-512 and refuses start-up with any other mechanism enabled on a SASL listener.
 - the JAAS config of a mechanism on a listener: `listener.name.<listener>.<mechanism>.sasl.jaas.config`
-  (mechanism lower-cased). As on a Kafka broker, an unprefixed `sasl.jaas.config` is ignored with a
-  warning (Kafka then falls back to a static JAAS file, which minikafka does not read). PLAIN's users
-  are the `user_<name>="<password>"` options of its PlainLoginModule entry; an enabled PLAIN without
-  one refuses start-up, as Kafka does. SCRAM needs no JAAS options (Kafka requires a ScramLoginModule
-  entry; minikafka accepts it and does not insist).
+  (mechanism lower-cased), required for every enabled mechanism, as Kafka refuses to start without
+  one. As on a Kafka broker, an unprefixed `sasl.jaas.config` is ignored with a warning (Kafka then
+  falls back to a static JAAS file, which minikafka does not read). PLAIN's users are the
+  `user_<name>="<password>"` options of its PlainLoginModule entry; SCRAM's entry
+  (ScramLoginModule) has no options the broker uses.
 - `connections.max.reauth.ms` (KIP-368; 0 = no re-authentication, sessions never expire), overridden
   by `listener.name.<listener>.<mechanism>.connections.max.reauth.ms`.
 - `connection.failed.authentication.delay.ms` (answer to a failed authentication, then close, after this
@@ -94,9 +94,9 @@ def listener_sasl(listener: str, get: Callable[[str], str], props: Mapping[str, 
                 users = plain_users(entries)
                 if not any(e.login_module == PLAIN_LOGIN_MODULE for e in entries):
                     raise SaslConfigError(f"{jaas_key}: no {PLAIN_LOGIN_MODULE} entry")
-        elif mech == "PLAIN":
-            raise SaslConfigError(f"listener {listener}: SASL mechanism PLAIN needs {jaas_key} "
-                                  f"({PLAIN_LOGIN_MODULE} required user_<name>=\"<password>\" ...;)")
+        else:  # Kafka's start-up error, and the key that would fix it
+            raise SaslConfigError(f"Could not find a 'KafkaServer' or '{listener.lower()}.KafkaServer' entry in the "
+                                  f"JAAS configuration: set {jaas_key}")
         value = props.get(f"{prefix}{mech.lower()}.connections.max.reauth.ms") or get("connections.max.reauth.ms")
         try:
             reauth[mech] = int(value or "0")
@@ -116,8 +116,8 @@ def sasl_settings(security_protocols: Mapping[str, str], get: Callable[[str], st
                   props: Mapping[str, str]) -> dict[str, ListenerSasl]:
     """listener name -> settings, for every SASL listener."""
     if get("sasl.jaas.config").strip() and any(p in SASL_PROTOCOLS for p in security_protocols.values()):
-        log.warning("Server config sasl.jaas.config should be prefixed with listener and SASL mechanism name "
-                    "(listener.name.<listener>.<mechanism>.sasl.jaas.config), ignoring config")
+        log.warning("Server config sasl.jaas.config should be prefixed with SASL mechanism name, ignoring config "
+                    "(use listener.name.<listener>.<mechanism>.sasl.jaas.config)")
     return {name: listener_sasl(name, get, props)
             for name, proto in security_protocols.items() if proto in SASL_PROTOCOLS}
 

@@ -42,10 +42,12 @@ def test_refused_as_kafka_refuses(text):
 
 
 BASE = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": "/tmp/unused"}
+SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+SCRAM = {f"listener.name.sasl_plaintext.{m}.sasl.jaas.config": SCRAM_JAAS for m in ("scram-sha-256", "scram-sha-512")}
 
 
 def test_listener_settings_and_overrides():
-    cfg = BrokerConfig({**BASE, "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+    cfg = BrokerConfig({**BASE, **SCRAM, "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
                         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN,
                         "connections.max.reauth.ms": "5000",
                         "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "7000"})
@@ -55,7 +57,7 @@ def test_listener_settings_and_overrides():
     assert s.plain_users["alice"] == "alice-secret"
     assert s.reauth_ms == {"SCRAM-SHA-512": 5000, "PLAIN": 7000}
     assert s.failed_auth_delay_ms == 100 and s.max_receive_size == 524288
-    cfg = BrokerConfig({**BASE, "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256"})
+    cfg = BrokerConfig({**BASE, **SCRAM, "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256"})
     assert cfg.sasl["SASL_PLAINTEXT"].mechanisms == ("SCRAM-SHA-256",)
 
 
@@ -63,6 +65,7 @@ def test_listener_settings_and_overrides():
     {},  # Kafka's default mechanism GSSAPI is not served
     {"sasl.enabled.mechanisms": "OAUTHBEARER"},
     {"sasl.enabled.mechanisms": "PLAIN"},  # PLAIN without a JAAS config
+    {"sasl.enabled.mechanisms": "SCRAM-SHA-256"},  # SCRAM too needs one (Kafka: no 'KafkaServer' JAAS entry)
     {"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN},  # unprefixed: ignored, as Kafka
     {"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": "x required"},
 ])
