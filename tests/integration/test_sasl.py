@@ -215,3 +215,33 @@ def test_long_lived_producer_keeps_working_across_reauthentication(sasl_broker):
 
 # -- SCRAM credentials: AlterUserScramCredentials / DescribeUserScramCredentials ------------------
 
+
+
+@pytest.mark.parametrize("mechanism,user,password", [("PLAIN", "alice", "alice-secret"),
+                                                     ("SCRAM-SHA-512", "admin", "admin-secret")])
+def test_aiokafka_producer(sasl_broker, mechanism, user, password, caplog):
+    """aiokafka: another client's SASL (SaslAuthenticate v0, no session lifetime)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaConnectionError
+
+    topic = f"aio-sasl-{uuid.uuid4().hex[:6]}"
+    create_topic(sasl_broker, topic)
+
+    async def send(pw: str) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=sasl_broker.sasl, security_protocol="SASL_PLAINTEXT",
+                                    sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=pw,
+                                    request_timeout_ms=10000)
+        try:
+            await producer.start()
+            await producer.send_and_wait(topic, b"aio")
+        finally:
+            await producer.stop()
+
+    asyncio.run(send(password))
+    with pytest.raises(KafkaConnectionError):  # aiokafka logs the cause and reports no bootstrap
+        asyncio.run(send("wrong"))
+    expected = ("Authentication failed: Invalid username or password" if mechanism == "PLAIN"
+                else SCRAM_FAILED.format(mechanism))
+    assert f"[Error 58] SaslAuthenticationFailed: {expected}" in caplog.text, caplog.text
