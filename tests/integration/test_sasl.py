@@ -93,6 +93,26 @@ def test_garbage_before_authentication_closes(sasl_broker):
         assert c.closed_by_peer()
 
 
+def test_random_frames_before_authentication_never_get_through(sasl_broker):
+    """Random frames (some with a valid header of a random API) on fresh connections: each is closed
+    (or at most answered), and the broker serves the next client normally."""
+    import random
+    rng = random.Random(15)
+    for i in range(20):
+        body = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 200)))
+        if i % 2:  # a plausible header: random api key and version, then garbage
+            body = rng.randrange(0, 80).to_bytes(2, "big") + rng.randrange(0, 15).to_bytes(2, "big") + body
+        with RawClient(sasl_broker.sasl, timeout=5) as c:
+            c.send_bytes(len(body).to_bytes(4, "big") + body)
+            try:
+                c.recv_frame()  # an ApiVersions-like answer is allowed
+            except (ConnectionError, OSError):
+                continue
+    with RawClient(sasl_broker.sasl) as c:
+        scram_login(c, "SCRAM-SHA-256", "admin", "admin-secret")
+        assert len(metadata(c).brokers) == 1
+
+
 def test_failed_authentication_is_answered_late_then_closed(sasl_broker):
     with RawClient(sasl_broker.sasl) as c:
         assert handshake(c, "PLAIN").error_code == 0
