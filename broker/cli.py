@@ -1,6 +1,7 @@
 """`minikafka` command line: `serve` runs the broker; `topics` manages topics over the wire;
 `transactions` / `producers` inspect transactions and abort hanging ones (broker/txn_cli.py); `faults`
-injects failures for client tests (broker/faults.py)."""
+injects failures for client tests (broker/faults.py); `storage format --add-scram` creates the first
+SCRAM users before the broker starts (broker/sasl/bootstrap.py)."""
 from __future__ import annotations
 
 import argparse
@@ -97,6 +98,42 @@ def cmd_faults(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_storage(args: argparse.Namespace) -> int:
+    """`minikafka storage format --add-scram SPEC ...`: the first SCRAM users, written into the data
+    dir (the first of log.dirs) before the broker starts, as `kafka-storage format --add-scram`."""
+    from .sasl.bootstrap import ScramSpecError, add_scram_credentials
+    from .sasl.credentials import CredentialStoreError
+    overrides = _overrides(args.override)
+    try:
+        config = BrokerConfig.load(args.config or os.environ.get("MINIKAFKA_CONFIG"), overrides)
+    except (ConfigError, OSError) as exc:
+        print(f"minikafka storage: configuration error: {exc}", file=sys.stderr)
+        return 2
+    data_dir = config.log_dirs[0]
+    try:
+        added = add_scram_credentials(data_dir, args.add_scram or [])
+    except (ScramSpecError, CredentialStoreError, OSError) as exc:
+        print(f"minikafka storage format: {exc}", file=sys.stderr)
+        return 1
+    for user, mechanism in added:
+        print(f"Added {mechanism} credential for user {user} in {data_dir}")
+    if not added:
+        print(f"Nothing to do for {data_dir} (give --add-scram)")
+    return 0
+
+
+def _add_storage_parser(sub: argparse._SubParsersAction) -> None:
+    storage = sub.add_parser("storage", help="prepare a data dir before the first start (SCRAM users)")
+    storage.add_argument("action", choices=["format"])
+    storage.add_argument("--config", "-c", help="server.properties file (its log.dirs is the data dir)")
+    storage.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                         help="override one config key, e.g. log.dirs=/var/lib/minikafka (repeatable)")
+    storage.add_argument("--add-scram", "-S", action="append", metavar="SPEC",
+                         help="'SCRAM-SHA-256=[name=admin,password=admin-secret]' (repeatable; "
+                              "optional iterations=N, 4096..16384)")
+    storage.set_defaults(fn=cmd_storage)
+
+
 def _add_faults_parser(sub: argparse._SubParsersAction) -> None:
     faults = sub.add_parser("faults", help="fault injection for client tests (minikafka.faults.enable=true)")
     faults.add_argument("action", choices=["inject", "list", "clear"])
@@ -141,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         from .groups_cli import add_parsers as add_group_parsers
         add_group_parsers(sub)  # groups list|describe
         _add_faults_parser(sub)  # faults inject|list|clear
+        _add_storage_parser(sub)  # storage format --add-scram
     args = parser.parse_args(argv)
     if args.command == "topics" and args.action in ("create", "delete", "alter") and not args.topic:
         parser.error(f"topics {args.action} needs a topic name")

@@ -14,6 +14,7 @@ import re
 
 from ..storage.errors import InvalidConfigError
 from ..storage.log_config import LogConfig
+from .sasl.settings import SaslConfigError, is_sasl_key, sasl_settings
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,13 @@ DEFAULTS: dict[str, str] = {
     "max.connections": "2147483647",
     "max.connections.per.ip": "2147483647",
     "connections.max.idle.ms": "600000",
+    # SASL (broker/sasl/settings.py): per-listener overrides listener.name.<l>.sasl.enabled.mechanisms,
+    # listener.name.<l>.<mechanism>.sasl.jaas.config, listener.name.<l>.<mechanism>.connections.max.reauth.ms
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "sasl.jaas.config": "",
+    "connections.max.reauth.ms": "0",
+    "connection.failed.authentication.delay.ms": "100",
+    "sasl.server.max.receive.size": "524288",
     # minikafka: a request frame must be complete this long after its first byte, else the
     # connection is closed and the frame's memory returned (slowloris bound)
     "minikafka.request.read.timeout.ms": "30000",
@@ -167,7 +175,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "controller.listener.names", "inter.broker.listener.name",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
-    "broker.rack",
+    "broker.rack", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
 })
 
@@ -184,7 +192,7 @@ class Listener:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 TLS_SECURITY_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # listeners that get a TLS context (broker/tls.py)
 _LISTENER_KEY = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
 
@@ -265,7 +273,7 @@ class BrokerConfig:
         self.static_props: dict[str, str] = dict(props)
         self.props: dict[str, str] = dict(DEFAULTS)
         for key, value in props.items():
-            if warn_unknown and not is_known_key(key) and key not in IGNORED_KAFKA_KEYS:
+            if warn_unknown and not is_known_key(key) and key not in IGNORED_KAFKA_KEYS and not is_sasl_key(key):
                 log.warning("unknown config key %r ignored", key)
             self.props[key] = value
         try:
@@ -310,6 +318,10 @@ class BrokerConfig:
             if protocol_map[listener.name] not in SUPPORTED_SECURITY_PROTOCOLS:
                 raise ConfigError(f"listener {listener.name}: security protocol {protocol_map[listener.name]} "
                                   "is not supported yet")
+        try:
+            self.sasl = sasl_settings(self.security_protocols, self.get, self.props)  # SASL listeners only
+        except SaslConfigError as exc:
+            raise ConfigError(str(exc)) from None
         for adv in self.advertised_listeners:
             if adv.name not in names:
                 raise ConfigError(f"advertised listener {adv.name} has no matching entry in listeners")

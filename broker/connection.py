@@ -57,6 +57,7 @@ from .memory_pool import Grant, MemoryPool
 from .metrics import HANDLER_FAILED, response_error
 from .registry import advertised_versions, spec_for
 from .response import EncodedBody, FileSlice
+from .sasl.authenticator import SaslAuthenticator, SaslFailure, SessionExpired
 
 if TYPE_CHECKING:
     from .connection_registry import ConnectionRegistry
@@ -134,6 +135,14 @@ def describe_tls_error(exc: BaseException) -> str:
     return repr(exc) if not str(exc) else f"{type(exc).__name__}: {exc}"
 
 
+def _new_authenticator(state: "BrokerState | None", listener: str) -> SaslAuthenticator | None:
+    """The SASL authenticator of a new connection on `listener`, or None on a non-SASL listener."""
+    settings = getattr(state.config, "sasl", {}).get(listener) if state is not None else None
+    if settings is None:
+        return None
+    return SaslAuthenticator(settings, state.scram_credentials.get)
+
+
 def _flatten(parts: Iterable[Any]) -> Iterable[Any]:
     for part in parts:
         if isinstance(part, EncodedBody):
@@ -163,6 +172,12 @@ class Connection(asyncio.BufferedProtocol):
         self.principal = "User:ANONYMOUS"  # replaced by TLS client certificates or SASL
         self.tls = tls
         self.tls_ready = False  # TLS listeners: the handshake finished and connection_made ran
+        # SASL listeners: the authenticator (broker/sasl/authenticator.py) gates every request until
+        # the client has authenticated; after a failed authentication the connection answers after
+        # `_close_delay` seconds (Kafka's connection.failed.authentication.delay.ms) and closes
+        self.sasl = _new_authenticator(state, listener)
+        self._close_after_response = False
+        self._close_delay = 0.0
         self.pool = registry.pool
         self.max_request = registry.max_request
         self.loop = asyncio.get_running_loop()
@@ -198,6 +213,7 @@ class Connection(asyncio.BufferedProtocol):
         self.inflight_api = -1
         self.client_id: str | None = None
         self.admitted = False
+        self._sasl_response_header: tuple[int, int, bool] | None = None
 
     # -- transport callbacks ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -317,6 +333,11 @@ class Connection(asyncio.BufferedProtocol):
         if size < 0 or size > self.max_request:
             self.close(logging.WARNING, f"frame size {size} outside [0, {self.max_request}] (socket.request.max.bytes)")
             return
+        sasl = self.sasl
+        if sasl is not None and not sasl.authenticated and size > sasl.settings.max_receive_size:
+            self.close(logging.INFO, f"SASL frame size {size} before authentication exceeds "
+                                     f"sasl.server.max.receive.size {sasl.settings.max_receive_size}")
+            return
         if self.busy:  # only if the transport delivered bytes after pause_reading
             self._pending_size = size
             self._read_state = _SIZE_PENDING
@@ -398,7 +419,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.closed:
             return
         self.last_io = self.loop.time()  # idle time counts from the end of the last response
-        if self._eof:
+        if self._eof or self._close_after_response:
             self.close()
             return
         if self._read_state == _SIZE_PENDING:
@@ -418,6 +439,8 @@ class Connection(asyncio.BufferedProtocol):
                 del frame
                 if box:
                     self.pool.release(box.pop())
+            if self._close_after_response and self._close_delay > 0:
+                await asyncio.sleep(self._close_delay)  # failed authentication: answer late, then close
             if response is not None:
                 if self.closed:
                     return
@@ -448,6 +471,54 @@ class Connection(asyncio.BufferedProtocol):
     async def dispatch(self, frame: bytes | bytearray) -> tuple[Any, ...] | None:
         """The response frame as parts to write in order (bytes-like, or an `EncodedBody` after
         its prefix), or None when no response is due (acks=0)."""
+        if self.sasl is None:
+            return await self._dispatch(frame)
+        try:
+            return await self._dispatch_sasl(frame, self.sasl)
+        except SaslFailure as exc:
+            return self._sasl_failed(exc)
+
+    async def _dispatch_sasl(self, frame: bytes | bytearray, sasl: "SaslAuthenticator") -> tuple[Any, ...] | None:
+        """A request on a SASL listener: raw SASL tokens after SaslHandshake v0; otherwise a Kafka
+        request, processed only if the authenticator lets it through (`check_request`)."""
+        self._sasl_response_header = None
+        if sasl.raw_tokens:
+            answer, _ = sasl.evaluate(bytes(frame))
+            self.principal = sasl.principal or self.principal
+            return (_SIZE.pack(len(answer)), answer)
+        try:
+            header = peek_header(frame)
+        except HeaderError as exc:
+            raise SaslFailure(f"bad request header before authentication: {exc}") from None
+        try:
+            sasl.check_request(header.api_key)
+        except SessionExpired as exc:  # KIP-368: closed unanswered, as Kafka's SocketServer does
+            self._close_after_response = True
+            self._log_once(logging.INFO, "closing connection %s: %s", self.peer, exc)
+            return None
+        if sasl.authenticated and header.api_key not in (17, 36):
+            return await self._dispatch(frame)
+        response = await self._dispatch(frame)
+        if header.api_key == API_VERSIONS_KEY and not sasl.authenticated:
+            sasl.api_versions_answered(response is not None and len(response) == 2
+                                       and bytes(response[1][:2]) == b"\x00\x00")
+        if sasl.authenticated:
+            self.principal = sasl.principal or self.principal
+        return response
+
+    def _sasl_failed(self, exc: "SaslFailure") -> tuple[Any, ...] | None:
+        """Authentication failed: log it, answer (if Kafka answers) after the failure delay, close."""
+        self._close_after_response = True
+        self._close_delay = self.sasl.failure_delay_s if exc.delayed and self.sasl is not None else 0.0
+        self._log_once(logging.INFO, "authentication of %s failed on listener %s: %s", self.peer, self.listener, exc)
+        response = exc.response
+        if response is None or self._sasl_response_header is None:
+            return None
+        correlation_id, version, flexible = self._sasl_response_header
+        body = response.encode(version=version)
+        return (encode_response_prefix(correlation_id, len(body), flexible), body)
+
+    async def _dispatch(self, frame: bytes | bytearray) -> tuple[Any, ...] | None:
         try:
             header = peek_header(frame)
         except HeaderError as exc:
@@ -471,7 +542,9 @@ class Connection(asyncio.BufferedProtocol):
             raise CloseConnection(f"undecodable {spec.request_class.__name__} v{version}: {exc!r}") from None
         self.client_id = header.client_id
         ctx = RequestContext(self.state, version, header.correlation_id, header.client_id, self.peer, self.listener,
-                             self.principal, self.security_protocol)
+                             self.principal, self.security_protocol, self.sasl)
+        if self.sasl is not None:  # a SaslFailure's answer is encoded for this request
+            self._sasl_response_header = (header.correlation_id, version, flexible and header.api_key != API_VERSIONS_KEY)
         self.inflight_api = header.api_key
         t0 = perf_counter()
         fault = self.faults.take(spec.api_name, request, header.client_id) if self.faults is not None else None
@@ -481,7 +554,7 @@ class Connection(asyncio.BufferedProtocol):
                 response = await spec.handler(ctx, request)
             if fault is not None and fault.disconnect == "after_apply":
                 raise InjectedDisconnect(f"injected disconnect after_apply (rule {fault.id})")
-        except CloseConnection:
+        except (CloseConnection, SaslFailure):
             raise
         except Exception as exc:
             if self.metrics is not None:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .sasl.authenticator import SaslAuthenticator
     from .state import BrokerState
 
 
@@ -20,3 +21,5 @@ class RequestContext:
     # name on SSL, the authenticated user on SASL listeners
     principal: str = "User:ANONYMOUS"
     security_protocol: str = "PLAINTEXT"
+    # the connection's SASL state machine on SASL listeners (SaslHandshake/SaslAuthenticate use it), else None
+    sasl: "SaslAuthenticator | None" = None

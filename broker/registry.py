@@ -44,7 +44,7 @@ API_TABLE: dict[int, ApiEntry] = {
     14: ApiEntry("groups", 0, 5),  # SyncGroup
     15: ApiEntry("describe_groups", 0, 6),
     16: ApiEntry("list_groups", 0, 5),
-    17: ApiEntry("sasl", 0, 1),
+    17: ApiEntry("sasl", 0, 1),  # SaslHandshake
     18: ApiEntry("api_versions", 0, 4),
     19: ApiEntry("topics", 2, 7),  # CreateTopics
     20: ApiEntry("topics", 1, 6),  # DeleteTopics
@@ -58,10 +58,14 @@ API_TABLE: dict[int, ApiEntry] = {
     28: ApiEntry("txn_offset_commit", 0, 5),
     32: ApiEntry("configs", 1, 4),  # DescribeConfigs
     33: ApiEntry("configs", 0, 2),  # AlterConfigs
+    36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     37: ApiEntry("topics", 0, 3),  # CreatePartitions
     42: ApiEntry("delete_groups", 0, 2),
     44: ApiEntry("configs", 0, 1),  # IncrementalAlterConfigs
     47: ApiEntry("offset_delete", 0, 0),
+    48: ApiEntry("client_quotas", 0, 1),  # DescribeClientQuotas (always empty: no quotas)
+    50: ApiEntry("scram_credentials", 0, 0),  # DescribeUserScramCredentials
+    51: ApiEntry("scram_credentials", 0, 0),  # AlterUserScramCredentials
     57: ApiEntry("update_features", 0, 2),
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     61: ApiEntry("describe_producers", 0, 0),

@@ -60,7 +60,11 @@ class Broker:
         t0 = time.monotonic()
         tls_contexts = self._tls_contexts()  # keystores first: a bad one fails start-up before anything opens
         await self._start_admin()
-        self.state = BrokerState(self.config)
+        from .sasl.credentials import CredentialStoreError
+        try:
+            self.state = BrokerState(self.config)
+        except CredentialStoreError as exc:
+            raise StartupError(str(exc)) from None
         if self.admin is not None:
             self.admin.ctx.state = self.state
         self.state.load()

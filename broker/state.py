@@ -48,6 +48,10 @@ class BrokerState:
         self.dynamic_config.on_change(self._config_changed)
         self.group_configs = GroupConfigStore(config, config.log_dirs[0])
         self.group_configs.load()
+        # SCRAM credentials (AlterUserScramCredentials, `minikafka storage format --add-scram`); read now:
+        # an unreadable file refuses start-up rather than looking like "no users"
+        from .sasl.credentials import ScramCredentialStore
+        self.scram_credentials = ScramCredentialStore(config.log_dirs[0]).load()
         self.notifier = AppendNotifier()
         self.logs = LogManager(config.log_dirs, config.log_config)
         max_partitions = config.get("minikafka.max.partitions")

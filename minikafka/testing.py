@@ -8,6 +8,9 @@ and kill -9.
         kafka.restart()                         # clean stop + start, same port and data dir
         kafka.kill(); kafka.start()             # a real crash (SIGKILL), back on the same port and data
 
+    with MiniKafka(sasl_users={"alice": "alice-secret"}) as kafka:   # + a SASL_PLAINTEXT listener
+        kafka.sasl_bootstrap_servers            # PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 for alice
+
 Invariants: `start()` returns only once the broker has answered an ApiVersions request on its port (or
 raises `MiniKafkaError` carrying the tail of the broker's log); the port and the data dir stay the same
 for the object's life, so `restart()` and `kill()` + `start()` keep every acked record; a temp data dir
@@ -115,13 +118,18 @@ class MiniKafka:
 
     `admin_url` is the HTTP admin/metrics listener (`minikafka.metrics.listener` in `config`) or None;
     it is the seam where admin-side helpers (metrics, fault injection) attach.
+    `sasl_users`: {user: password}; adds a SASL_PLAINTEXT listener on a free port
+    (`sasl_bootstrap_servers`) where these users log in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
+    (PLAIN users in the listener's JAAS config, SCRAM credentials written into the data dir before the
+    first start, as `minikafka storage format --add-scram` does). Keys in `config` win.
     `faults=True`: enable fault injection (`minikafka.faults.enable=true`, and the admin listener on a free
     port unless `config` names one); then `kafka.faults` is a `minikafka.faults.FaultsClient`.
     """
 
     def __init__(self, config: Mapping[str, object] | None = None, data_dir: str | os.PathLike | None = None,
                  port: int | None = None, start: bool = True, startup_timeout: float = 30.0,
-                 host: str = "127.0.0.1", faults: bool = False) -> None:
+                 host: str = "127.0.0.1", faults: bool = False,
+                 sasl_users: Mapping[str, str] | None = None) -> None:
         self.config: dict[str, str] = {str(k): _config_value(v) for k, v in (config or {}).items()}
         self.host = host
         if faults:  # fault injection needs the admin listener: one on a free port unless configured
@@ -129,6 +137,11 @@ class MiniKafka:
             if not self.config.get("minikafka.metrics.listener"):
                 self.config["minikafka.metrics.listener"] = f"http://{host}:{free_port(host)}"
         self.port = port or free_port(host)
+        self.sasl_port: int | None = None
+        self._sasl_users = dict(sasl_users or {})
+        if self._sasl_users:
+            self.sasl_port = free_port(host)
+            self.config = {**_sasl_config(host, self.port, self.sasl_port, self._sasl_users), **self.config}
         self.startup_timeout = startup_timeout
         self._workdir = tempfile.mkdtemp(prefix="minikafka-")
         self.data_dir = Path(data_dir) if data_dir is not None else Path(self._workdir) / "data"
@@ -150,6 +163,13 @@ class MiniKafka:
     @property
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """The SASL_PLAINTEXT listener of `sasl_users`."""
+        if self.sasl_port is None:
+            raise MiniKafkaError("no SASL listener: give MiniKafka(sasl_users={...})")
+        return f"{self.host}:{self.sasl_port}"
 
     @property
     def faults(self) -> "FaultsClient":
@@ -195,6 +215,12 @@ class MiniKafka:
         if not self._finalizer.alive:
             raise MiniKafkaError("this MiniKafka was closed")
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._sasl_users:  # SCRAM credentials for the SASL users (once; later starts keep the file)
+            from .broker.sasl.bootstrap import add_scram_credentials
+            add_scram_credentials(self.data_dir, [f'{mech}=[name="{user}",password="{password}"]'
+                                                  for user, password in self._sasl_users.items()
+                                                  for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")])
+            self._sasl_users = {}
         import kafka.protocol.metadata  # noqa: F401  (the probe's codec, loaded before the clock starts)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
@@ -294,6 +320,23 @@ class MiniKafka:
         resp = self._admin(DeleteTopicsRequest(topic_names=[name], timeout_ms=timeout_ms), DeleteTopicsResponse, 4)
         (r,) = resp.responses
         _raise_for(r.error_code, getattr(r, "error_message", None), f"delete topic {name!r}")
+
+
+def _sasl_config(host: str, port: int, sasl_port: int, users: Mapping[str, str]) -> dict[str, str]:
+    """Broker config (Kafka's keys) of a PLAINTEXT + SASL_PLAINTEXT broker whose PLAIN users are `users`."""
+    entries = []
+    for user, password in users.items():
+        if not user or not all(c.isalnum() or c in "_.-" for c in user) or '"' in password or "\\" in password:
+            raise ValueError(f"sasl_users: user names of letters, digits, '_', '.', '-' and passwords without "
+                             f"'\"' or '\\' please (got {user!r})")
+        entries.append(f'user_{user}="{password}"')
+    jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(entries) + ";"
+    return {"listeners": f"PLAINTEXT://{host}:{port},SASL_PLAINTEXT://{host}:{sasl_port}",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            **{f"listener.name.sasl_plaintext.{mech}.sasl.jaas.config":
+               "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+               for mech in ("scram-sha-256", "scram-sha-512")}}
 
 
 def _config_value(value: object) -> str:

@@ -389,9 +389,11 @@ class KafkaBroker:
         self.proc: subprocess.Popen | None = None
         self.cluster_id: str | None = None
         self.ready_seconds: float | None = None
+        # extra listeners (name -> security protocol) and their ports, e.g. {"SASL_PLAINTEXT": ...}
+        self.extra_listeners: dict[str, str] = {}
+        self.listener_ports: dict[str, int] = {}
+        self.format_args: list[str] = []  # extra `kafka-storage format` args, e.g. ["--add-scram", "..."]
         self._log_fh = None
-        # extra client listeners (start(extra_listeners={"SSL": "SSL"})): name -> (security protocol, port)
-        self.extra_listeners: dict[str, tuple[str, int]] = {}
 
     # paths ---------------------------------------------------------------------------------------
     @property
@@ -445,24 +447,36 @@ class KafkaBroker:
             "num.io.threads": "4",
             "log.flush.interval.messages": str(2**63 - 1),
         }
-        for name, (protocol, port) in self.extra_listeners.items():
-            props["listeners"] += f",{name}://127.0.0.1:{port}"
-            props["advertised.listeners"] += f",{name}://127.0.0.1:{port}"
-            props["listener.security.protocol.map"] += f",{name}:{protocol}"
+        for name, proto in self.extra_listeners.items():
+            address = f"{name}://127.0.0.1:{self.listener_ports[name]}"
+            props["listeners"] += "," + address
+            props["advertised.listeners"] += "," + address
+            props["listener.security.protocol.map"] += f",{name}:{proto}"
         for k, v in (overrides or {}).items():
             props[k] = str(v)
         return props
 
+    def bootstrap_for(self, listener: str) -> str:
+        """host:port of an extra listener (start(extra_listeners=...))."""
+        return f"127.0.0.1:{self.listener_ports[listener]}"
+
     def listener_port(self, name: str) -> int:
         """The port of an extra listener (start(extra_listeners=...))."""
-        return self.extra_listeners[name.upper()][1]
+        return self.listener_ports[name]
 
     def start(self, port: int | None = None, overrides: dict[str, str] | None = None,
-              timeout: float = 60.0, extra_listeners: dict[str, str] | None = None) -> "KafkaBroker":
-        """`extra_listeners`: more client listeners, name -> security protocol (e.g. {"SSL": "SSL"}),
-        each on a free port (`listener_port(name)`), advertised as itself; their ssl.* / sasl.* keys
-        come in `overrides`. The PLAINTEXT listener stays (the readiness probe uses it)."""
+              timeout: float = 60.0, extra_listeners: dict[str, str] | None = None,
+              format_args: list[str] | None = None) -> "KafkaBroker":
+        """`extra_listeners`: name -> security protocol of listeners next to PLAINTEXT (on free ports,
+        see bootstrap_for); `format_args`: more `kafka-storage format` args (e.g. --add-scram SPEC),
+        used on the first start of a work dir."""
         t0 = time.monotonic()
+        if extra_listeners is not None:
+            self.extra_listeners = dict(extra_listeners)
+        if format_args is not None:
+            self.format_args = list(format_args)
+        for name in self.extra_listeners:
+            self.listener_ports.setdefault(name, free_port())
         libs = _ensure(self.version)
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix=f"apache-kafka-{self.version}-"))
@@ -471,13 +485,6 @@ class KafkaBroker:
         self.controller_port = free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
-        taken = {self.port, self.controller_port}
-        for name, protocol in (extra_listeners or {}).items():
-            p = free_port()
-            while p in taken:
-                p = free_port()
-            taken.add(p)
-            self.extra_listeners[name.upper()] = (protocol.upper(), p)
         props = self.properties(overrides)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         log_cfg = self.work_dir / "log4j2.properties"
@@ -489,7 +496,7 @@ class KafkaBroker:
             self.cluster_id = random_cluster_id()
             fmt = subprocess.run(
                 [java, *TOOL_JVM_OPTS, *common, "kafka.tools.StorageTool", "format",
-                 "-t", self.cluster_id, "-c", str(self.config_path)],
+                 "-t", self.cluster_id, "-c", str(self.config_path), *self.format_args],
                 capture_output=True, text=True, timeout=120)
             if fmt.returncode != 0:
                 raise RuntimeError(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")

@@ -267,17 +267,6 @@ def test_encrypted_pem_and_inline_pem_keystores_work(tmp_path, pki):
         assert b.stop() == 0
 
 
-def test_sasl_ssl_still_refused_at_start_up(tmp_path, pki):
-    port = free_port()
-    d = tmp_path / "d"
-    d.mkdir()
-    b = BrokerProcess(d, {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SASL_SSL://127.0.0.1:{port}",
-                          "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server.pem")})
-    with pytest.raises(RuntimeError) as info:
-        b.start(timeout=15)
-    assert "SASL_SSL is not supported yet" in str(info.value)
-
-
 def test_tls_clients_reconnect_after_kill_and_restart(tmp_path, pki):
     """kill -9 mid-stream: the broker comes back on the same TLS listener and one producer (which
     reconnects over TLS by itself) loses nothing acknowledged; a new consumer reads it all over TLS."""

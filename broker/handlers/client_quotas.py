@@ -1,0 +1,15 @@
+"""DescribeClientQuotas (48): minikafka has no client quotas (AlterClientQuotas is not served), so
+every filter matches nothing, which is what Kafka answers when no quota is set. `kafka-configs
+--describe --entity-type users` asks for quotas next to the SCRAM credentials of the users."""
+from __future__ import annotations
+
+from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
+
+from ..context import RequestContext
+from ..registry import handles
+
+
+@handles(DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1)
+async def handle_describe_client_quotas(ctx: RequestContext, req: DescribeClientQuotasRequest
+                                        ) -> DescribeClientQuotasResponse:
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=0, error_message="", entries=[])  # "" as Kafka
