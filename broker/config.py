@@ -14,7 +14,6 @@ import re
 
 from ..storage.errors import InvalidConfigError
 from ..storage.log_config import LogConfig
-from .sasl.settings import SaslConfigError, is_sasl_key, sasl_settings
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +196,13 @@ TLS_SECURITY_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # listeners that get a 
 _LISTENER_KEY = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
 
 
+def _is_sasl_key(key: str) -> bool:
+    if not key.startswith("listener.name.") or ".sasl." not in key and not key.endswith(".connections.max.reauth.ms"):
+        return False
+    from .sasl.settings import is_sasl_key
+    return is_sasl_key(key)
+
+
 def is_known_key(key: str) -> bool:
     """A key of DEFAULTS, or one of them with Kafka's per-listener prefix `listener.name.<name>.`."""
     if key in DEFAULTS:
@@ -273,7 +279,7 @@ class BrokerConfig:
         self.static_props: dict[str, str] = dict(props)
         self.props: dict[str, str] = dict(DEFAULTS)
         for key, value in props.items():
-            if warn_unknown and not is_known_key(key) and key not in IGNORED_KAFKA_KEYS and not is_sasl_key(key):
+            if warn_unknown and not is_known_key(key) and key not in IGNORED_KAFKA_KEYS and not _is_sasl_key(key):
                 log.warning("unknown config key %r ignored", key)
             self.props[key] = value
         try:
@@ -318,10 +324,13 @@ class BrokerConfig:
             if protocol_map[listener.name] not in SUPPORTED_SECURITY_PROTOCOLS:
                 raise ConfigError(f"listener {listener.name}: security protocol {protocol_map[listener.name]} "
                                   "is not supported yet")
-        try:
-            self.sasl = sasl_settings(self.security_protocols, self.get, self.props)  # SASL listeners only
-        except SaslConfigError as exc:
-            raise ConfigError(str(exc)) from None
+        self.sasl: dict = {}  # listener name -> broker/sasl/settings.ListenerSasl, SASL listeners only
+        if any(p.startswith("SASL_") for p in self.security_protocols.values()) or self.get("sasl.jaas.config"):
+            from .sasl.settings import SaslConfigError, sasl_settings
+            try:
+                self.sasl = sasl_settings(self.security_protocols, self.get, self.props)
+            except SaslConfigError as exc:
+                raise ConfigError(str(exc)) from None
         for adv in self.advertised_listeners:
             if adv.name not in names:
                 raise ConfigError(f"advertised listener {adv.name} has no matching entry in listeners")

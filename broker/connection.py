@@ -57,9 +57,10 @@ from .memory_pool import Grant, MemoryPool
 from .metrics import HANDLER_FAILED, response_error
 from .registry import advertised_versions, spec_for
 from .response import EncodedBody, FileSlice
-from .sasl.authenticator import SaslAuthenticator, SaslFailure, SessionExpired
+from .sasl.errors import SaslFailure, SessionExpired
 
 if TYPE_CHECKING:
+    from .sasl.authenticator import SaslAuthenticator
     from .connection_registry import ConnectionRegistry
     from .state import BrokerState
     from .tls import ListenerTls
@@ -135,11 +136,12 @@ def describe_tls_error(exc: BaseException) -> str:
     return repr(exc) if not str(exc) else f"{type(exc).__name__}: {exc}"
 
 
-def _new_authenticator(state: "BrokerState | None", listener: str) -> SaslAuthenticator | None:
+def _new_authenticator(state: "BrokerState | None", listener: str) -> "SaslAuthenticator | None":
     """The SASL authenticator of a new connection on `listener`, or None on a non-SASL listener."""
     settings = getattr(state.config, "sasl", {}).get(listener) if state is not None else None
     if settings is None:
         return None
+    from .sasl.authenticator import SaslAuthenticator  # SASL listeners only: not at start-up
     return SaslAuthenticator(settings, state.scram_credentials.get)
 
 

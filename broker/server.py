@@ -60,7 +60,7 @@ class Broker:
         t0 = time.monotonic()
         tls_contexts = self._tls_contexts()  # keystores first: a bad one fails start-up before anything opens
         await self._start_admin()
-        from .sasl.credentials import CredentialStoreError
+        from .sasl.errors import CredentialStoreError
         try:
             self.state = BrokerState(self.config)
         except CredentialStoreError as exc:

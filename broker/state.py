@@ -21,6 +21,7 @@ from .group_configs import GroupConfigStore
 from .meta_properties import ensure_meta
 from .memory_pool import MemoryPool, pool_capacity
 from .metrics import BrokerMetrics
+from .sasl.errors import CREDENTIALS_FILE
 from .topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from ..coordinator.producer_ids import ProducerIdManager
     from ..coordinator.txn_coordinator import TransactionCoordinator
     from ..storage.partition_log import PartitionLog
+    from .sasl.credentials import ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +52,9 @@ class BrokerState:
         self.group_configs.load()
         # SCRAM credentials (AlterUserScramCredentials, `minikafka storage format --add-scram`); read now:
         # an unreadable file refuses start-up rather than looking like "no users"
-        from .sasl.credentials import ScramCredentialStore
-        self.scram_credentials = ScramCredentialStore(config.log_dirs[0]).load()
+        self._scram_credentials = None
+        if (config.log_dirs[0] / CREDENTIALS_FILE).exists():
+            self._scram_credentials = self.scram_credentials  # noqa: the property loads it
         self.notifier = AppendNotifier()
         self.logs = LogManager(config.log_dirs, config.log_config)
         max_partitions = config.get("minikafka.max.partitions")
@@ -159,6 +162,15 @@ class BrokerState:
             self._advertised[listener.name] = Listener(adv.name, adv.host, port)
             if self.advertised.name == listener.name:
                 self.advertised = self._advertised[listener.name]
+
+
+    @property
+    def scram_credentials(self) -> "ScramCredentialStore":
+        """The SCRAM credential store, read when the file exists at start-up, else on first use."""
+        if self._scram_credentials is None:
+            from .sasl.credentials import ScramCredentialStore
+            self._scram_credentials = ScramCredentialStore(self.config.log_dirs[0]).load()
+        return self._scram_credentials
 
     def load(self) -> None:
         self.catalog.load()  # reads the catalog and lists the partitions; logs open on first use

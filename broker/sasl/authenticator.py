@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import kafka.errors as ke
 
+from .errors import SaslFailure, SessionExpired
 from .plain import PlainError, PlainServer
 from .scram import MECHANISMS as SCRAM_MECHANISMS, CredentialLookup, ScramError, ScramServer
 from .settings import ListenerSasl
@@ -35,19 +36,6 @@ HANDSHAKE_OR_VERSIONS, HANDSHAKE, AUTHENTICATE, REAUTH_BAD_MECHANISM, COMPLETE, 
 MIN_REAUTH_INTERVAL_S = 1.0
 _API_NAMES = {0: "PRODUCE", 1: "FETCH", 3: "METADATA", 17: "SASL_HANDSHAKE", 18: "API_VERSIONS",
               36: "SASL_AUTHENTICATE"}
-
-
-class SaslFailure(Exception):
-    """Authentication failed: answer `response` (None: no answer) after the failure delay, then close."""
-
-    def __init__(self, reason: str, response: Any = None, delayed: bool = True) -> None:
-        super().__init__(reason)
-        self.response = response
-        self.delayed = delayed
-
-
-class SessionExpired(Exception):
-    """A request arrived after the SASL session expired (KIP-368): close without processing it."""
 
 
 def _api_name(key: int) -> str:

@@ -19,12 +19,8 @@ from typing import Iterable, Mapping
 from ...storage.partition_metadata import atomic_write
 from .scram import MECHANISMS, ScramCredential
 
-CREDENTIALS_FILE = "scram-credentials.json"
+from .errors import CREDENTIALS_FILE, CredentialStoreError  # noqa: E402  (re-exported)
 FORMAT_VERSION = 1
-
-
-class CredentialStoreError(Exception):
-    """The credentials file is unreadable or malformed."""
 
 
 def _b64(data: bytes) -> str:
