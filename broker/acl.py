@@ -43,7 +43,13 @@ IMPLIES_DESCRIBE_CONFIGS = frozenset({DESCRIBE_CONFIGS, ALTER_CONFIGS})
 
 
 class InvalidAclError(ValueError):
-    """An ACL or filter Kafka refuses with INVALID_REQUEST; the message is Kafka's."""
+    """An ACL or filter Kafka refuses: INVALID_REQUEST (42) with Kafka's message, or, for what its
+    controller rejects internally (ANY/UNKNOWN/MATCH values), UNKNOWN_SERVER_ERROR (-1) without one."""
+
+    def __init__(self, message: str | None, code: int = 42) -> None:
+        super().__init__(message or "")
+        self.code = code
+        self.message = message
 
 
 class AclBinding(NamedTuple):
@@ -110,18 +116,15 @@ def validate_new_acl(acl: AclBinding) -> None:
         raise InvalidAclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
     if not acl.name:
         raise InvalidAclError("Invalid empty resource name")
-    if acl.resource_type not in RESOURCE_TYPE_NAMES or acl.resource_type in (R_UNKNOWN, R_ANY):
-        raise InvalidAclError(f"Invalid resourceType {RESOURCE_TYPE_NAMES.get(acl.resource_type, 'UNKNOWN')}")
-    if acl.pattern_type not in (LITERAL, PREFIXED):
-        raise InvalidAclError(f"Invalid patternType {PATTERN_TYPE_NAMES.get(acl.pattern_type, 'UNKNOWN')}")
-    if acl.operation not in OPERATION_NAMES or acl.operation in (O_UNKNOWN, O_ANY):
-        raise InvalidAclError(f"Invalid operation {OPERATION_NAMES.get(acl.operation, 'UNKNOWN')}")
-    if acl.permission not in (ALLOW, DENY):
-        raise InvalidAclError(f"Invalid permissionType {PERMISSION_NAMES.get(acl.permission, 'UNKNOWN')}")
-    principal_type, sep, principal_name = acl.principal.partition(":")
+    _principal_type, sep, _name = acl.principal.partition(":")
     if not sep:
         raise InvalidAclError(f"Could not parse principal from `{acl.principal}` (no colon is present "
                               "separating the principal type from the principal name)")
+    if (acl.resource_type not in RESOURCE_TYPE_NAMES or acl.resource_type in (R_UNKNOWN, R_ANY)
+            or acl.pattern_type not in (LITERAL, PREFIXED)
+            or acl.operation not in OPERATION_NAMES or acl.operation in (O_UNKNOWN, O_ANY)
+            or acl.permission not in (ALLOW, DENY)):
+        raise InvalidAclError(None, -1)
 
 
 def _entry_result(acl: AclBinding, principal: str, host: str, operation: int) -> int | None:

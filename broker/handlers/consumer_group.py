@@ -17,7 +17,7 @@ from ...protocol.messages import (
 )
 from .. import acl
 from ..authorized_operations import bitfield
-from ..authorizer import authorize, authorized_operations
+from ..authorizer import authorize, authorized_names, authorized_operations
 from ..context import RequestContext
 from ..registry import handles
 from .groups import client_host
@@ -52,6 +52,13 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGrou
         return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=ke.GroupAuthorizationFailedError.errno,
                                               error_message="Group authorization failed.", member_id=None,
                                               member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+    if req.subscribed_topic_names and ctx.broker.authorizer is not None:
+        names = list(req.subscribed_topic_names)
+        if len(authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names)) < len(set(names)):
+            # Kafka 4.3: every subscribed topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED, no message)
+            return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=ke.TopicAuthorizationFailedError.errno,
+                                                  error_message=None, member_id=None, member_epoch=0,
+                                                  heartbeat_interval_ms=0, assignment=None)
     owned: Assignment | None = None
     if req.topic_partitions is not None:
         owned = freeze({tp.topic_id: set(tp.partitions or ()) for tp in req.topic_partitions})
