@@ -165,3 +165,36 @@ def bootstrap_admin(bootstrap: str) -> Admin:
                                       (A.TRANSACTIONAL_ID, "*"))]
     admin.grant(*everything)
     return admin
+
+
+def secured_broker(request, tmp_path_factory):
+    """Generator for a module fixture: the bootstrap address of a broker with StandardAuthorizer,
+    allow.everyone.if.no.acl.found=true and no ACLs (minikafka, or the oracle with --broker=kafka)."""
+    import sys
+
+    import pytest
+
+    from tests.conftest import ROOT, BrokerProcess, broker_kind
+
+    kind = broker_kind(request.config)
+    if kind == "kafka":
+        sys.path.insert(0, str(ROOT))
+        kb = oracle_kafka(tmp_path_factory.mktemp("kafka-acl"))
+        kb.start(timeout=180)
+        try:
+            yield kb.bootstrap
+        finally:
+            kb.stop()
+            kb.cleanup()
+        return
+    if kind != "minikafka":
+        pytest.skip("needs a broker this test can configure")
+    d = tmp_path_factory.mktemp("acl") / "data"
+    d.mkdir()
+    b = BrokerProcess(d, {"authorizer.class.name": STANDARD_AUTHORIZER,
+                          "allow.everyone.if.no.acl.found": "true"}).start()
+    try:
+        yield b.bootstrap
+    finally:
+        b.stop()
+    assert "Traceback" not in b.log_text(), b.log_text()

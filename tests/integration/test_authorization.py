@@ -11,7 +11,6 @@ the case does not build: then any non-authorization answer shows the check passe
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -29,10 +28,9 @@ from kafka.protocol.consumer import (FetchRequest, HeartbeatRequest, JoinGroupRe
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from minikafka.broker import acl as A
-from tests.authz_helpers import (ADMIN_HOST, ANON, AUTH_ERRORS, CLIENT_HOST, CLUSTER_DENIED, GROUP_DENIED,
-                                 STANDARD_AUTHORIZER, TOPIC_DENIED, TXN_DENIED, Admin, binding, bootstrap_admin,
-                                 describe_acls, oracle_kafka)
-from tests.conftest import ROOT, BrokerProcess, broker_kind
+from tests.authz_helpers import (AUTH_ERRORS, CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Admin,
+                                 binding, bootstrap_admin,
+                                 describe_acls, secured_broker)
 from tests.helpers import RawClient, build_batch, fetch_once, metadata_raw, produce_raw
 from tests.txn_helpers import (add_offsets, add_partitions, describe_transactions, end_txn, find_txn_coordinator,
                                init_producer_id, list_transactions, produce_txn, txn_batch, txn_offset_commit,
@@ -43,24 +41,7 @@ NOT_AUTH = "any answer but an authorization error"
 
 @pytest.fixture(scope="module")
 def secured(request, tmp_path_factory):
-    """A broker with StandardAuthorizer, allow.everyone.if.no.acl.found=true and no ACLs yet."""
-    if broker_kind(request.config) == "kafka":
-        sys.path.insert(0, str(ROOT))
-        kb = oracle_kafka(tmp_path_factory.mktemp("kafka-acl"))
-        kb.start(timeout=180)
-        yield kb.bootstrap
-        kb.stop()
-        kb.cleanup()
-        return
-    if broker_kind(request.config) != "minikafka":
-        pytest.skip("needs a broker this test can configure")
-    d = tmp_path_factory.mktemp("acl") / "data"
-    d.mkdir()
-    b = BrokerProcess(d, {"authorizer.class.name": STANDARD_AUTHORIZER,
-                          "allow.everyone.if.no.acl.found": "true"}).start()
-    yield b.bootstrap
-    b.stop()
-    assert "Traceback" not in b.log_text(), b.log_text()
+    yield from secured_broker(request, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
