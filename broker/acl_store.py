@@ -1,4 +1,4 @@
-"""Durable ACL store: one JSON file (`acls.json`) in the first log dir.
+"""Durable ACL store: one JSON file (`__minikafka_acls.json`) in the first log dir.
 
 Invariant: a change is written (temp file, fsync, rename, directory fsync — storage's atomic_write)
 before it becomes current and before the request that made it is answered, so ACLs survive restart
@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 from ..storage.partition_metadata import atomic_write
 from .acl import AclBinding, AclFilter, AclSet, InvalidAclError, validate_new_acl
 
-ACL_FILE = "acls.json"
+ACL_FILE = "__minikafka_acls.json"
 FORMAT_VERSION = 1
 
 

@@ -84,6 +84,11 @@ def produce_transactional(c: RawClient, r: Res) -> int:
     return produce_txn(c, r.txn, r.topic, 0, txn_batch(r.pid, r.epoch, 0, [b"x"])).error_code
 
 
+def produce_idempotent(c: RawClient, r: Res) -> int:
+    """An idempotent batch needs only WRITE on the topic (Kafka 4.x checks no IDEMPOTENT_WRITE here)."""
+    return produce_txn(c, None, r.topic, 0, txn_batch(r.pid, r.epoch, 0, [b"x"], transactional=False)).error_code
+
+
 def fetch(c: RawClient, r: Res) -> int:
     return fetch_once(c, r.topic, 0, 0).error_code
 
@@ -274,6 +279,10 @@ def describe_topic_configs(c: RawClient, r: Res) -> int:
     return _describe_configs(c, 2, r.topic)
 
 
+def describe_group_configs(c: RawClient, r: Res) -> int:
+    return _describe_configs(c, 32, r.group)
+
+
 def describe_broker_configs(c: RawClient, r: Res) -> int:
     return _describe_configs(c, 4, "1")
 
@@ -287,6 +296,10 @@ def _incremental(c: RawClient, rtype: int, name: str, key: str, value: str) -> i
 
 def incremental_alter_topic(c: RawClient, r: Res) -> int:
     return _incremental(c, 2, r.topic, "retention.ms", "3600000")
+
+
+def incremental_alter_group(c: RawClient, r: Res) -> int:
+    return _incremental(c, 32, r.group, "consumer.session.timeout.ms", "50000")
 
 
 def incremental_alter_broker(c: RawClient, r: Res) -> int:
@@ -374,6 +387,13 @@ def txn_with_offsets(a: Admin, r: Res) -> None:
     assert add_offsets(a.client, r.txn, r.pid, r.epoch, r.group) == 0
 
 
+def idempotent_ready(a: Admin, r: Res) -> None:
+    a.create_topic(r.topic)
+    resp = init_producer_id(a.client, None)
+    assert resp.error_code == 0, resp
+    r.pid, r.epoch = resp.producer_id, resp.producer_epoch
+
+
 def group_with_offsets(a: Admin, r: Res) -> None:
     a.create_topic(r.topic)
     assert offset_commit(a.client, r) == 0
@@ -393,6 +413,7 @@ CASES = [
     Case("Produce", produce, [(T, "topic", A.WRITE, TOPIC_DENIED)]),
     Case("Produce(transactional)", produce_transactional,
          [(X, "txn", A.WRITE, TXN_DENIED), (T, "topic", A.WRITE, TOPIC_DENIED)], NOT_AUTH, txn_ready),
+    Case("Produce(idempotent)", produce_idempotent, [(T, "topic", A.WRITE, TOPIC_DENIED)], 0, idempotent_ready),
     Case("Fetch", fetch, [(T, "topic", A.READ, TOPIC_DENIED)]),
     Case("Metadata", metadata, [(T, "topic", A.DESCRIBE, TOPIC_DENIED)]),
     Case("Metadata(auto-create)", metadata_auto_create,
@@ -426,6 +447,8 @@ CASES = [
          [(G, "group", A.DESCRIBE, GROUP_DENIED), (T, "topic", A.DESCRIBE, TOPIC_DENIED)], 0, group_with_offsets),
     Case("DescribeGroups", describe_groups, [(G, "group", A.DESCRIBE, GROUP_DENIED)], 0, group_with_offsets),
     Case("ListGroups", list_groups_sees, [(G, "group", A.DESCRIBE, GROUP_DENIED)], 0, group_with_offsets),
+    Case("ListGroups(cluster DESCRIBE)", list_groups_sees, [(C, "cluster", A.DESCRIBE, GROUP_DENIED)], 0,
+         group_with_offsets),
     Case("DeleteGroups", delete_groups, [(G, "group", A.DELETE, GROUP_DENIED)], 0, group_with_offsets),
     Case("OffsetDelete", offset_delete,
          [(G, "group", A.DELETE, GROUP_DENIED), (T, "topic", A.READ, TOPIC_DENIED)], 0, group_with_offsets),
@@ -440,6 +463,10 @@ CASES = [
     Case("DescribeConfigs(topic)", describe_topic_configs, [(T, "topic", A.DESCRIBE_CONFIGS, TOPIC_DENIED)]),
     Case("DescribeConfigs(broker)", describe_broker_configs,
          [(C, "cluster", A.DESCRIBE_CONFIGS, CLUSTER_DENIED)], 0, None),
+    Case("DescribeConfigs(group)", describe_group_configs, [(G, "group", A.DESCRIBE_CONFIGS, GROUP_DENIED)], 0,
+         None),
+    Case("IncrementalAlterConfigs(group)", incremental_alter_group, [(G, "group", A.ALTER_CONFIGS, GROUP_DENIED)],
+         0, None),
     Case("IncrementalAlterConfigs(topic)", incremental_alter_topic, [(T, "topic", A.ALTER_CONFIGS, TOPIC_DENIED)]),
     Case("IncrementalAlterConfigs(broker)", incremental_alter_broker,
          [(C, "cluster", A.ALTER_CONFIGS, CLUSTER_DENIED)], NOT_AUTH, None),
