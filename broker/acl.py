@@ -157,23 +157,38 @@ def resource_matches(acl: AclBinding, resource_type: int, name: str) -> bool:
 
 
 class AclSet:
-    """The ACLs of the broker, indexed by resource type for `find` (immutable once built)."""
+    """The ACLs of the broker, indexed for `find` (immutable once built): literal ACLs by
+    (type, name) (the wildcard `*` among them), prefixed ones by type."""
 
     def __init__(self, acls: Iterable[AclBinding] = ()) -> None:
         self.acls: frozenset[AclBinding] = frozenset(acls)
         by_type: dict[int, list[AclBinding]] = {}
+        literal: dict[tuple[int, str], list[AclBinding]] = {}
+        prefixed: dict[int, list[AclBinding]] = {}
         for acl in self.acls:
             by_type.setdefault(acl.resource_type, []).append(acl)
+            if acl.pattern_type == LITERAL:
+                literal.setdefault((acl.resource_type, acl.name), []).append(acl)
+            elif acl.pattern_type == PREFIXED:
+                prefixed.setdefault(acl.resource_type, []).append(acl)
         self._by_type = by_type
+        self._literal = literal
+        self._prefixed = prefixed
+
+    def _matching(self, resource_type: int, name: str) -> Iterable[AclBinding]:
+        yield from self._literal.get((resource_type, name), ())
+        if name != WILDCARD:
+            yield from self._literal.get((resource_type, WILDCARD), ())
+        for acl in self._prefixed.get(resource_type, ()):
+            if name.startswith(acl.name):
+                yield acl
 
     def find(self, principal: str, host: str, operation: int, resource_type: int, name: str,
              allow_if_no_acl: bool) -> bool:
         """True if the ACLs allow `operation` on the LITERAL resource (type, name)."""
         any_acl = False
         allowed = False
-        for acl in self._by_type.get(resource_type, ()):
-            if not resource_matches(acl, resource_type, name):
-                continue
+        for acl in self._matching(resource_type, name):
             any_acl = True
             result = _entry_result(acl, principal, host, operation)
             if result == DENY:
