@@ -257,3 +257,31 @@ def test_unknown_authorizer_refused_at_startup(tmp_path):
                       "log.dirs": str(tmp_path)})
     with pytest.raises(ConfigError, match="allow.everyone.if.no.acl.found"):
         BrokerConfig({"allow.everyone.if.no.acl.found": "yes", "log.dirs": str(tmp_path)})
+
+
+def test_offset_fetch_all_topics_shows_only_describable_ones(secured, admin):
+    from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+
+    group, seen, unseen = name("ofg"), name("seen"), name("unseen")
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    for t in (seen, unseen):
+        admin.create_topic(t)
+    resp = admin.client.request(OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                                    group_instance_id=None, topics=[
+                                                        T(name=t, partitions=[P(partition_index=0, committed_offset=1,
+                                                                                committed_leader_epoch=-1,
+                                                                                committed_metadata="")])
+                                                        for t in (seen, unseen)]), 8)
+    assert all(p.error_code == 0 for t in resp.topics for p in t.partitions)
+    grants = [binding(A.GROUP, group, A.DESCRIBE), binding(A.TOPIC, seen, A.DESCRIBE)]
+    admin.grant(*grants)
+    try:
+        with RawClient(secured) as c:
+            G = OffsetFetchRequest.OffsetFetchRequestGroup
+            resp = c.request(OffsetFetchRequest(groups=[G(group_id=group, topics=None)], require_stable=False), 8)
+            (g,) = resp.groups
+            assert g.error_code == 0
+            assert [(t.name, [p.committed_offset for p in t.partitions]) for t in g.topics] == [(seen, [1])]
+    finally:
+        admin.revoke(*grants)
