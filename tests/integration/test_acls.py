@@ -267,13 +267,18 @@ def test_offset_fetch_all_topics_shows_only_describable_ones(secured, admin):
     P = T.OffsetCommitRequestPartition
     for t in (seen, unseen):
         admin.create_topic(t)
-    resp = admin.client.request(OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                                                    group_instance_id=None, topics=[
-                                                        T(name=t, partitions=[P(partition_index=0, committed_offset=1,
-                                                                                committed_leader_epoch=-1,
-                                                                                committed_metadata="")])
-                                                        for t in (seen, unseen)]), 8)
-    assert all(p.error_code == 0 for t in resp.topics for p in t.partitions)
+    commit = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                 group_instance_id=None, topics=[
+                                     T(name=t, partitions=[P(partition_index=0, committed_offset=1,
+                                                             committed_leader_epoch=-1, committed_metadata="")])
+                                     for t in (seen, unseen)])
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from tests.helpers import wait_until
+    # Kafka creates __consumer_offsets on FindCoordinator; NOT_COORDINATOR / LOAD_IN_PROGRESS until it is ready
+    admin.client.request(FindCoordinatorRequest(key=group, key_type=0), 3)
+    wait_until(lambda: all(p.error_code == 0 for t in admin.client.request(commit, 8).topics for p in t.partitions),
+               timeout=30, interval=0.2, what="the offset commit")
     grants = [binding(A.GROUP, group, A.DESCRIBE), binding(A.TOPIC, seen, A.DESCRIBE)]
     admin.grant(*grants)
     try:
