@@ -9,7 +9,6 @@ from .. import acl
 from ..authorizer import authorize, authorized_names
 from ..context import RequestContext
 from ..registry import handles
-from ..state import BrokerState
 from .common import ZERO_UUID
 
 V7Topic = OffsetFetchResponse.OffsetFetchResponseTopic
@@ -68,7 +67,6 @@ def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool, by_
 
 @handles(OffsetFetchRequest, OffsetFetchResponse, 1, 10)
 async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
-    state = ctx.broker
     v = ctx.api_version
     require_stable = bool(req.require_stable) if v >= 7 else False
     if v >= 8:

@@ -22,10 +22,10 @@ from kafka.protocol.admin import (AlterConfigsRequest, CreatePartitionsRequest, 
                                   DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
                                   DescribeProducersRequest, DescribeTopicPartitionsRequest,
                                   IncrementalAlterConfigsRequest, ListGroupsRequest, UpdateFeaturesRequest)
-from kafka.protocol.consumer import (FetchRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+from kafka.protocol.consumer import (HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
                                      ListOffsetsRequest, OffsetCommitRequest, OffsetDeleteRequest,
                                      OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest)
-from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minikafka.broker import acl as A
 from tests.authz_helpers import (AUTH_ERRORS, CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Admin,
