@@ -290,3 +290,59 @@ def test_offset_fetch_all_topics_shows_only_describable_ones(secured, admin):
             assert [(t.name, [p.committed_offset for p in t.partitions]) for t in g.topics] == [(seen, [1])]
     finally:
         admin.revoke(*grants)
+
+
+def test_create_topics_shows_configs_only_with_describe_configs(secured, admin):
+    from kafka.protocol.admin import CreateTopicsRequest
+
+    hidden, shown = name("cfg-hidden"), name("cfg-shown")
+    grants = [binding(A.TOPIC, hidden, A.CREATE), binding(A.TOPIC, shown, A.CREATE),
+              binding(A.TOPIC, shown, A.DESCRIBE_CONFIGS)]
+    admin.grant(*grants)
+    try:
+        T = CreateTopicsRequest.CreatableTopic
+        with RawClient(secured) as c:
+            resp = c.request(CreateTopicsRequest(topics=[T(name=t, num_partitions=2, replication_factor=1,
+                                                           assignments=[], configs=[]) for t in (hidden, shown)],
+                                                 timeout_ms=30000, validate_only=False), 7)
+        by_name = {t.name: t for t in resp.topics}
+        h, s = by_name[hidden], by_name[shown]
+        assert (h.error_code, h.topic_config_error_code, h.num_partitions, h.replication_factor, list(h.configs)) \
+            == (0, TOPIC_DENIED, -1, -1, [])
+        assert (s.error_code, s.topic_config_error_code, s.num_partitions, s.replication_factor) == (0, 0, 2, 1)
+        assert any(c.name == "retention.ms" for c in s.configs)
+    finally:
+        admin.revoke(*grants)
+
+
+def test_group_and_topic_authorized_operations(secured, admin):
+    from kafka.protocol.admin import DescribeGroupsRequest, DescribeTopicPartitionsRequest
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    group, topic, hidden = name("ops-g"), name("ops-t"), name("ops-h")
+    admin.create_topic(topic)
+    admin.create_topic(hidden)
+    admin.client.request(FindCoordinatorRequest(key=group, key_type=0), 3)
+    grants = [binding(A.GROUP, group, A.READ), binding(A.TOPIC, topic, A.WRITE),
+              binding(A.TOPIC, topic, A.ALTER_CONFIGS)]
+    admin.grant(*grants)
+    try:
+        with RawClient(secured) as c:
+            from tests.helpers import wait_until
+
+            def described():
+                resp = c.request(DescribeGroupsRequest(groups=[group], include_authorized_operations=True), 5)
+                return resp.groups[0] if resp.groups[0].error_code not in (14, 15, 16) else None
+            g = wait_until(described, timeout=30, interval=0.2, what="DescribeGroups")
+            assert g.error_code == 0 and set(g.authorized_operations) == {A.READ, A.DESCRIBE}
+            T = DescribeTopicPartitionsRequest.TopicRequest
+            resp = c.request(DescribeTopicPartitionsRequest(topics=[T(name=topic), T(name=hidden)],
+                                                            response_partition_limit=2000, cursor=None), 0)
+            by_name = {t.name: t for t in resp.topics}
+            assert by_name[hidden].error_code == TOPIC_DENIED
+            ops = by_name[topic].topic_authorized_operations
+            assert by_name[topic].error_code == 0
+            assert {op for op in range(32) if ops >> op & 1} == {A.WRITE, A.DESCRIBE, A.ALTER_CONFIGS,
+                                                                  A.DESCRIBE_CONFIGS}
+    finally:
+        admin.revoke(*grants)
