@@ -68,7 +68,9 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGrou
         subscribed_topic_names=list(req.subscribed_topic_names) if req.subscribed_topic_names is not None else None,
         subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
         server_assignor=req.server_assignor, owned=owned, client_id=ctx.client_id or "",
-        client_host=client_host(ctx))
+        client_host=client_host(ctx),
+        topic_filter=(lambda names: authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names))
+        if ctx.broker.authorizer is not None else None)
     result = ctx.broker.groups.consumer.heartbeat(data, ctx.api_version)
     assignment = None
     if result.error == 0 and result.assignment is not None:

@@ -346,3 +346,37 @@ def test_group_and_topic_authorized_operations(secured, admin):
                                                                   A.DESCRIBE_CONFIGS}
     finally:
         admin.revoke(*grants)
+
+
+def test_regex_subscription_assigns_only_describable_topics(secured, admin):
+    """Kafka 4.3 resolves a consumer group's topic regex to the topics the member may DESCRIBE."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from tests.consumer_protocol_helpers import heartbeat as cg_heartbeat
+    from tests.helpers import wait_until
+
+    tag = uuid.uuid4().hex[:6]
+    seen, unseen, group = f"rx{tag}-a", f"rx{tag}-b", f"rx-g-{tag}"
+    admin.create_topic(seen)
+    admin.create_topic(unseen)
+    ids = {t.name: t.topic_id for t in metadata_raw(admin.client, [seen, unseen], version=12).topics}
+    admin.client.request(FindCoordinatorRequest(key=group, key_type=0), 3)
+    grants = [binding(A.GROUP, group, A.READ), binding(A.TOPIC, seen, A.DESCRIBE)]
+    admin.grant(*grants)
+    member, state = str(uuid.uuid4()), {"epoch": 0, "assigned": set()}
+    try:
+        with RawClient(secured) as c:
+            def assigned() -> bool:
+                epoch = state["epoch"]
+                r = cg_heartbeat(c, group, member, epoch, regex=f"rx{tag}-.*" if epoch == 0 else None,
+                                 owned=None if epoch == 0 else [])
+                assert r.error_code in (0, 14, 15, 16), r
+                if r.error_code == 0:
+                    state["epoch"] = r.member_epoch
+                    if r.assignment is not None:
+                        state["assigned"] = {tp.topic_id for tp in r.assignment.topic_partitions}
+                return bool(state["assigned"])
+            wait_until(assigned, timeout=45, interval=0.5, what="an assignment")
+            assert state["assigned"] == {ids[seen]}
+    finally:
+        admin.revoke(*grants)
