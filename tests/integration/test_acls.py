@@ -380,3 +380,53 @@ def test_regex_subscription_assigns_only_describable_topics(secured, admin):
             assert state["assigned"] == {ids[seen]}
     finally:
         admin.revoke(*grants)
+
+
+def test_exactly_once_pipeline_with_exactly_the_needed_acls(secured, admin):
+    """consume-transform-produce with stock clients and only the ACLs Kafka's docs list for it:
+    READ on the input topic and the group, WRITE on the output topic and the transactional id (an
+    idempotent producer needs nothing more than WRITE on its topic, KIP-679)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from tests.helpers import wait_until
+
+    src, dst, group, txn = name("eos-in"), name("eos-out"), name("eos-g"), name("eos-tx")
+    admin.create_topic(src, records=0)
+    admin.create_topic(dst, records=0)
+    grants = [binding(A.TOPIC, src, A.READ), binding(A.TOPIC, src, A.WRITE), binding(A.GROUP, group, A.READ),
+              binding(A.TOPIC, dst, A.WRITE), binding(A.TOPIC, dst, A.READ), binding(A.TRANSACTIONAL_ID, txn, A.WRITE)]
+    admin.grant(*grants)
+    try:
+        idem = Producer({"bootstrap.servers": secured, "enable.idempotence": True, "linger.ms": 0})
+        for i in range(10):
+            idem.produce(src, value=f"m{i}".encode())
+        assert idem.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": secured, "group.id": group, "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+        consumer.subscribe([src])
+        producer = Producer({"bootstrap.servers": secured, "transactional.id": txn, "linger.ms": 0})
+        producer.init_transactions(30)
+        got: list = []
+        wait_until(lambda: got.extend(m for m in consumer.consume(10, 1.0) if not m.error()) or len(got) >= 10,
+                   timeout=60, what="the input records")
+        producer.begin_transaction()
+        for m in got:
+            producer.produce(dst, value=m.value().upper())
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        consumer.close()
+        committed = Consumer({"bootstrap.servers": secured, "group.id": group})
+        (tp,) = committed.committed([TopicPartition(src, 0)], timeout=30)
+        assert tp.offset == 10
+        committed.close()
+        reader = Consumer({"bootstrap.servers": secured, "group.id": group, "enable.auto.commit": False,
+                           "isolation.level": "read_committed"})
+        reader.assign([TopicPartition(dst, 0, 0)])
+        out: list = []
+        wait_until(lambda: out.extend(m.value() for m in reader.consume(10, 1.0) if not m.error()) or len(out) >= 10,
+                   timeout=60, what="the output records")
+        reader.close()
+        assert out == [f"M{i}".encode() for i in range(10)]
+    finally:
+        admin.revoke(*grants)
