@@ -101,6 +101,12 @@ def describe_acls(client: RawClient) -> set[A.AclBinding]:
                          a.permission_type) for r in resp.resources for a in r.acls}
 
 
+def create_acls(client: RawClient, bindings: list[A.AclBinding]) -> list[int]:
+    """CreateAcls over `client`; the error code of each creation."""
+    resp = client.request(CreateAclsRequest(creations=[_creation(b) for b in bindings]), 2, CreateAclsResponse)
+    return [r.error_code for r in resp.results]
+
+
 class Admin:
     """ACL and topic management from ADMIN_HOST."""
 
@@ -111,10 +117,8 @@ class Admin:
     def close(self) -> None:
         self.client.close()
 
-    def create_acls(self, bindings: list[A.AclBinding], client: RawClient | None = None) -> list[int]:
-        resp = (client or self.client).request(CreateAclsRequest(creations=[_creation(b) for b in bindings]), 2,
-                                               CreateAclsResponse)
-        return [r.error_code for r in resp.results]
+    def create_acls(self, bindings: list[A.AclBinding]) -> list[int]:
+        return create_acls(self.client, bindings)
 
     def grant(self, *bindings: A.AclBinding) -> None:
         codes = self.create_acls(list(bindings))

@@ -13,7 +13,7 @@ from kafka.protocol.admin import DescribeClusterRequest
 
 from minikafka.broker import acl as A
 from tests.authz_helpers import (CLUSTER_DENIED, STANDARD_AUTHORIZER, TOPIC_DENIED, Admin, binding,
-                                 bootstrap_admin, describe_acls, secured_broker)
+                                 bootstrap_admin, create_acls, describe_acls, secured_broker)
 from tests.conftest import ROOT
 from tests.helpers import RawClient, build_batch, fetch_once, metadata_raw, produce_raw
 from tests.txn_helpers import fetch_isolated, write_txn_markers
@@ -36,7 +36,7 @@ def test_allow_everyone_if_no_acl_found(secured):
     admin.create_topic(t2)
     with RawClient(secured) as c:
         assert produce_raw(c, t1, build_batch([b"a"])).error_code == 0
-        assert admin.create_acls([binding(A.TOPIC, t1, A.WRITE, principal="User:bob", host="*")], client=c) == [0]
+        assert create_acls(c, [binding(A.TOPIC, t1, A.WRITE, principal="User:bob", host="*")]) == [0]
         admin._wait(lambda acls: any(a.name == t1 for a in acls))
         assert produce_raw(c, t1, build_batch([b"b"])).error_code == TOPIC_DENIED
         assert produce_raw(c, t2, build_batch([b"c"])).error_code == 0
@@ -237,12 +237,12 @@ def test_default_denies_everything_but_super_users(broker_factory):
     topic = name("closed")
     with RawClient(b.bootstrap) as c:
         assert metadata_raw(c, [topic], auto_create=True).topics[0].error_code == TOPIC_DENIED
-        assert Admin.create_acls(None, [binding(A.TOPIC, topic, A.READ)], client=c) == [CLUSTER_DENIED]
+        assert create_acls(c, [binding(A.TOPIC, topic, A.READ)]) == [CLUSTER_DENIED]
     b.stop()
     b.config["super.users"] = "User:admin;User:ANONYMOUS"
     b.start()
     with RawClient(b.bootstrap) as c:
-        assert Admin.create_acls(None, [binding(A.TOPIC, topic, A.ALL, A.DENY, host="*")], client=c) == [0]
+        assert create_acls(c, [binding(A.TOPIC, topic, A.ALL, A.DENY, host="*")]) == [0]
         t = metadata_raw(c, [topic], auto_create=True).topics[0]
         assert t.error_code == 0
         assert produce_raw(c, topic, build_batch([b"x"])).error_code == 0

@@ -29,8 +29,8 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minikafka.broker import acl as A
 from tests.authz_helpers import (AUTH_ERRORS, CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Admin,
-                                 binding, bootstrap_admin,
-                                 describe_acls, secured_broker)
+                                 binding, bootstrap_admin, describe_acls, secured_broker)
+from tests.authz_helpers import create_acls as authz_create_acls
 from tests.helpers import RawClient, build_batch, fetch_once, metadata_raw, produce_raw
 from tests.txn_helpers import (add_offsets, add_partitions, describe_transactions, end_txn, find_txn_coordinator,
                                init_producer_id, list_transactions, produce_txn, txn_batch, txn_offset_commit,
@@ -349,8 +349,8 @@ def describe_topic_partitions(c: RawClient, r: Res) -> int:
     return resp.topics[0].error_code
 
 
-def create_acls(c: RawClient, r: Res) -> int:
-    codes = Admin.create_acls(None, [binding(A.TOPIC, r.topic, A.READ, principal="User:nobody")], client=c)
+def create_acls_call(c: RawClient, r: Res) -> int:
+    codes = authz_create_acls(c, [binding(A.TOPIC, r.topic, A.READ, principal="User:nobody")])
     return codes[0]
 
 
@@ -478,7 +478,7 @@ CASES = [
     Case("ListTransactions", list_transactions_sees, [(X, "txn", A.DESCRIBE, TXN_DENIED)], 0, txn_ready),
     Case("UpdateFeatures", update_features, [(C, "cluster", A.ALTER, CLUSTER_DENIED)], NOT_AUTH, None),
     Case("DescribeTopicPartitions", describe_topic_partitions, [(T, "topic", A.DESCRIBE, TOPIC_DENIED)]),
-    Case("CreateAcls", create_acls, [(C, "cluster", A.ALTER, CLUSTER_DENIED)], 0, None),
+    Case("CreateAcls", create_acls_call, [(C, "cluster", A.ALTER, CLUSTER_DENIED)], 0, None),
     Case("DescribeAcls", describe_acls_call, [(C, "cluster", A.DESCRIBE, CLUSTER_DENIED)], 0, None),
     Case("DeleteAcls", delete_acls_call, [(C, "cluster", A.ALTER, CLUSTER_DENIED)], 0, None),
 ]
