@@ -1,4 +1,5 @@
-"""Produce: validate and append whole batches per partition; acks=0 gets no response.
+"""Produce: validate and append whole batches per partition; acks=0 gets no response (when a partition
+failed, the connection is closed instead, as Kafka does, so that the producer notices).
 
 Idempotent batches are checked by the partition's producer state (storage/producer_state.py): a retry
 of one of the producer's last 5 batches is answered with no error and the original offsets (and, as
@@ -20,6 +21,7 @@ UNKNOWN_TOPIC_OR_PARTITION."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import NamedTuple
 
 import kafka.errors as ke
@@ -40,6 +42,7 @@ from ...storage import errors as se
 from ...storage.partition_log import AppendInfo
 from .. import acl
 from ..authorizer import authorize, authorized_names
+from ..connection import CloseConnection
 from ..context import RequestContext
 from ..errors import error_code, error_message
 from ..registry import handles
@@ -168,6 +171,18 @@ def _generic(part: PartitionResponse | Appended) -> PartitionResponse:
     return part
 
 
+class AcksZeroFailed(CloseConnection):
+    """As Kafka: an acks=0 Produce gets no response, so when any partition failed the connection is
+    closed, which tells the producer that something went wrong (it refreshes its metadata)."""
+
+    level = logging.INFO
+
+
+def _failures(responses: list) -> str:
+    return ", ".join(f"{topic}-{p.index}: {p.error_code}" for topic, parts in responses for p in parts
+                     if isinstance(p, PartitionResponse) and p.error_code)
+
+
 def _has_transactional_records(req: ProduceRequest) -> bool:
     """Kafka's RequestUtils.hasTransactionalRecords: the first batch of some partition is transactional."""
     for topic in req.topic_data:
@@ -185,7 +200,7 @@ def _denied_topics(ctx: RequestContext, req: ProduceRequest, by_id: bool) -> set
     if _has_transactional_records(req) and (
             req.transactional_id is None or not authorize(ctx, acl.WRITE, acl.TRANSACTIONAL_ID, req.transactional_id)):
         if req.acks == 0:
-            return None
+            raise AcksZeroFailed("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
         code = ke.TransactionalIdAuthorizationFailedError.errno
         return ProduceResponse(throttle_time_ms=0, responses=[
             TopicResponse(**({"topic_id": t.topic_id} if by_id else {"name": t.name}),
@@ -229,6 +244,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         all_appended = all_appended and all(isinstance(part, Appended) for part in done)
         responses.append((topic.topic_id if by_id else topic.name, done))
     if req.acks == 0:
+        if not all_appended:
+            raise AcksZeroFailed(_failures(responses))
         return None
     if all_appended:  # the common case: no per-partition objects, no generic encoder
         return encode_produce_success(ctx.api_version, responses)

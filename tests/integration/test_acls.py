@@ -430,3 +430,23 @@ def test_exactly_once_pipeline_with_exactly_the_needed_acls(secured, admin):
         assert out == [f"M{i}".encode() for i in range(10)]
     finally:
         admin.revoke(*grants)
+
+
+def test_acks_zero_produce_to_a_denied_topic_closes_the_connection(secured, admin):
+    """No response is due for acks=0, so Kafka closes the connection when the produce failed."""
+    from tests.helpers import produce_request
+
+    topic = name("acks0")
+    admin.create_topic(topic, records=0)
+    with RawClient(secured) as c:
+        c.send(produce_request(topic, build_batch([b"x"]), acks=0), 9)
+        assert c.closed_by_peer(10)
+    grant = binding(A.TOPIC, topic, A.WRITE)
+    admin.grant(grant)
+    try:
+        with RawClient(secured) as c:
+            c.send(produce_request(topic, build_batch([b"y"]), acks=0), 9)
+            assert not c.closed_by_peer(1)
+            assert metadata_raw(c, [topic]).topics[0].error_code == 0  # the connection still works
+    finally:
+        admin.revoke(grant)
