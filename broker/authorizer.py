@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .context import RequestContext
 
 log = logging.getLogger(__name__)
+audit = logging.getLogger("minikafka.authorizer")  # denials, as Kafka's kafka.authorizer.logger
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SUPPORTED_AUTHORIZERS = frozenset({"", STANDARD_AUTHORIZER})
@@ -72,6 +73,10 @@ class Authorizer:
         if len(self._cache) >= CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = result
+        if not result:  # Kafka's authorizer audit line; once per decision while the ACLs stay the same
+            audit.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:%s",
+                       principal, A.OPERATION_NAMES.get(operation, operation), host,
+                       A.RESOURCE_TYPE_NAMES.get(resource_type, resource_type), name)
         return result
 
     def allowed_by_resource_type(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
