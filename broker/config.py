@@ -137,6 +137,11 @@ DEFAULTS: dict[str, str] = {
     "producer.id.expiration.ms": "86400000",
     # a TLS handshake (SSL/SASL_SSL listeners) must finish this long after the TCP accept, else closed
     "minikafka.ssl.handshake.timeout.ms": "10000",
+    # authorization (broker/authorizer.py): empty = no authorizer, everything allowed (Kafka's default);
+    # org.apache.kafka.metadata.authorizer.StandardAuthorizer = ACLs (CreateAcls/DescribeAcls/DeleteAcls)
+    "authorizer.class.name": "",
+    "super.users": "",
+    "allow.everyone.if.no.acl.found": "false",
 }
 
 # Kafka's ssl.* broker keys and defaults ("" is Kafka's null); per listener they can be given with the
@@ -347,6 +352,11 @@ class BrokerConfig:
                 raise ConfigError(str(exc)) from None
         if self.get("minikafka.faults.enable").strip().lower() not in ("true", "false"):
             raise ConfigError(f"minikafka.faults.enable must be true or false, got {self.get('minikafka.faults.enable')!r}")
+        from .authorizer import SUPPORTED_AUTHORIZERS
+        if self.get("authorizer.class.name").strip() not in SUPPORTED_AUTHORIZERS:
+            raise ConfigError(f"authorizer.class.name {self.get('authorizer.class.name')!r} is not supported "
+                              "(org.apache.kafka.metadata.authorizer.StandardAuthorizer or empty)")
+        self.get_bool("allow.everyone.if.no.acl.found")
         if self.get("minikafka.log.format") not in ("text", "json"):
             raise ConfigError(f"minikafka.log.format must be text or json, got {self.get('minikafka.log.format')!r}")
 

@@ -56,6 +56,9 @@ API_TABLE: dict[int, ApiEntry] = {
     26: ApiEntry("end_txn", 0, 5),
     27: ApiEntry("write_txn_markers", 1, 2),
     28: ApiEntry("txn_offset_commit", 0, 5),
+    29: ApiEntry("acls", 1, 3),  # DescribeAcls
+    30: ApiEntry("acls", 1, 3),  # CreateAcls
+    31: ApiEntry("acls", 1, 3),  # DeleteAcls
     32: ApiEntry("configs", 1, 4),  # DescribeConfigs
     33: ApiEntry("configs", 0, 2),  # AlterConfigs
     36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate

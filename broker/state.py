@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..storage.log_manager import LogManager
 from .append_notifier import AppendNotifier
+from .authorizer import build_authorizer
 from .config import BrokerConfig, Listener
 from .dynamic_config import DynamicBrokerConfig
 from .features import FEATURES_FILE, FeatureState
@@ -55,6 +56,8 @@ class BrokerState:
         self._scram_credentials = None
         if (config.log_dirs[0] / CREDENTIALS_FILE).exists():
             self._scram_credentials = self.scram_credentials  # noqa: the property loads it
+        # None without authorizer.class.name: handlers then skip every check (broker/authorizer.py)
+        self.authorizer = build_authorizer(config, config.log_dirs[0])
         self.notifier = AppendNotifier()
         self.logs = LogManager(config.log_dirs, config.log_config)
         max_partitions = config.get("minikafka.max.partitions")

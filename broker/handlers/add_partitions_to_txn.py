@@ -3,9 +3,13 @@ batched broker form, whose `verify_only` entries ask whether partitions are alre
 transaction (KIP-890 part 1). Unknown partitions fail alone; the others are then OPERATION_NOT_ATTEMPTED."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from ...coordinator.txn_coordinator import TransactionCoordinator
+from .. import acl
+from ..authorizer import authorize, authorize_cluster, authorized_names
 from ..context import RequestContext
 from ..registry import handles
 from ..state import BrokerState
@@ -15,6 +19,7 @@ Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
 FENCED_SINCE = 2
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def _results(state: BrokerState, coord: TransactionCoordinator, txn_id: str, pid: int, epoch: int, topics,
@@ -39,12 +44,37 @@ def _topic_results(errors: dict[tuple[str, int], int], topic_cls=TopicResult) ->
     return [topic_cls(name=t, results_by_partition=ps) for t, ps in by_topic.items()]
 
 
+def _unauthorized(ctx: RequestContext, txn_id: str, topics) -> dict[tuple[str, int], int] | None:
+    """Kafka's checks for client requests (v0-3): WRITE on the transactional id (else every partition
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic (internal topics never pass); a refused
+    topic fails the request: its partitions TOPIC_AUTHORIZATION_FAILED, unknown ones
+    UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED. None when all is allowed."""
+    parts = [(t.name, p) for t in topics for p in t.partitions]
+    if not authorize(ctx, acl.WRITE, acl.TRANSACTIONAL_ID, txn_id):
+        return {tp: ke.TransactionalIdAuthorizationFailedError.errno for tp in parts}
+    names = {t.name for t in topics}
+    allowed = authorized_names(ctx, acl.WRITE, acl.TOPIC, [n for n in names if n not in INTERNAL_TOPICS])
+    if names <= allowed:
+        return None
+    unknown = unknown_partitions(ctx.broker, [tp for tp in parts if tp[0] in allowed])
+    return {tp: ke.TopicAuthorizationFailedError.errno if tp[0] not in allowed
+            else UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in parts}
+
+
 @handles(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5)
 async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     state = ctx.broker
     coord = state.txns
     version = ctx.api_version
+    if version >= 4 and not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        # the batched form comes from brokers only
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ke.ClusterAuthorizationFailedError.errno,
+                                          results_by_transaction=[])
     if version < 4:
+        if state.authorizer is not None:
+            refused = _unauthorized(ctx, req.v3_and_below_transactional_id, req.v3_and_below_topics)
+            if refused is not None:
+                return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(refused))
         errors = _results(state, coord, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                           req.v3_and_below_producer_epoch, req.v3_and_below_topics, verify_only=False)
         errors = {tp: for_version(code, version, FENCED_SINCE) for tp, code in errors.items()}

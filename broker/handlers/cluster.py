@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
-from ..authorized_operations import CLUSTER_OPERATIONS
+from .. import acl
+from ..authorizer import authorize_cluster, authorized_operations
 from ..context import RequestContext
 from ..registry import handles
 
@@ -22,7 +23,10 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
                                        cluster_id=state.cluster_id, controller_id=-1, brokers=[])
     broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=state.node_id, host=adv.host, port=adv.port,
                                                            rack=None, is_fenced=False)
-    ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else None
+    ops = None  # as Kafka: DescribeCluster itself needs no ACL; the operations only with DESCRIBE
+    if req.include_cluster_authorized_operations:
+        ops = authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME) \
+            if authorize_cluster(ctx, acl.DESCRIBE) else frozenset()
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                    endpoint_type=endpoint_type, cluster_id=state.cluster_id,
                                    controller_id=state.node_id, brokers=[broker], authorized_operations=ops)

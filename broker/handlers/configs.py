@@ -22,6 +22,8 @@ from kafka.protocol.admin import (
 )
 
 from ...storage.log_config import LogConfig
+from .. import acl
+from ..authorizer import authorize, authorize_cluster
 from ..context import RequestContext
 from ..dynamic_config import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
 from ..errors import error_code, error_message
@@ -197,10 +199,36 @@ def _broker_id(state: BrokerState, name: str) -> bool:
     return True
 
 
+_DENIED = {TOPIC_CONFIG: (ke.TopicAuthorizationFailedError.errno, "Topic authorization failed."),
+           GROUP_CONFIG: (ke.GroupAuthorizationFailedError.errno, "Group authorization failed.")}
+_CLUSTER_DENIED = (ke.ClusterAuthorizationFailedError.errno, "Cluster authorization failed.")
+
+
+def _refused(ctx: RequestContext, r, operation: int) -> tuple[int, str] | None:
+    """As Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic or group, or on the cluster for broker
+    resources; the error names the resource type (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED)."""
+    if ctx.broker.authorizer is None:
+        return None
+    if r.resource_type == TOPIC_CONFIG:
+        allowed = authorize(ctx, operation, acl.TOPIC, r.resource_name)
+    elif r.resource_type == GROUP_CONFIG:
+        allowed = authorize(ctx, operation, acl.GROUP, r.resource_name)
+    elif r.resource_type == BROKER_CONFIG:
+        allowed = authorize_cluster(ctx, operation)
+    else:
+        return None  # answered as unsupported by the handler
+    return None if allowed else _DENIED.get(r.resource_type, _CLUSTER_DENIED)
+
+
+def _describe_checked(ctx: RequestContext, r, synonyms: bool) -> Result:
+    refused = _refused(ctx, r, acl.DESCRIBE_CONFIGS)
+    return _describe_one(ctx.broker, r, synonyms) if refused is None else _error_result(r, *refused)
+
+
 @handles(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4)
 async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(throttle_time_ms=0,
-                                   results=[_describe_one(ctx.broker, r, req.include_synonyms) for r in req.resources])
+                                   results=[_describe_checked(ctx, r, req.include_synonyms) for r in req.resources])
 
 
 # -- alter --------------------------------------------------------------------------------------
@@ -304,7 +332,8 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
     group_changes: dict[str, dict[str, str]] = {}  # each resource appears once (preprocess)
     async with ctx.broker.group_configs.lock:
         for i, r in enumerate(req.resources):
-            code, msg = errors[i] if i in errors else _incremental_one(ctx.broker, r, req.validate_only, group_changes)
+            code, msg = errors[i] if i in errors else _refused(ctx, r, acl.ALTER_CONFIGS) or \
+                _incremental_one(ctx.broker, r, req.validate_only, group_changes)
             out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         await ctx.broker.group_configs.commit(group_changes)
@@ -336,7 +365,8 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
     group_changes: dict[str, dict[str, str]] = {}
     async with ctx.broker.group_configs.lock:
         for i, r in enumerate(req.resources):
-            code, msg = errors[i] if i in errors else _alter_one(ctx.broker, r, req.validate_only, group_changes)
+            code, msg = errors[i] if i in errors else _refused(ctx, r, acl.ALTER_CONFIGS) or \
+                _alter_one(ctx.broker, r, req.validate_only, group_changes)
             out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         await ctx.broker.group_configs.commit(group_changes)

@@ -15,6 +15,9 @@ from ...protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from .. import acl
+from ..authorized_operations import bitfield
+from ..authorizer import authorize, authorized_names, authorized_operations
 from ..context import RequestContext
 from ..registry import handles
 from .groups import client_host
@@ -24,8 +27,6 @@ DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup
 DescribedMember = DescribedGroup.Member
 DescribedAssignment = DescribedMember.Assignment
 DescribedTopicPartitions = DescribedAssignment.TopicPartitions
-# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS as a bit field (no authorizer: all allowed)
-GROUP_OPERATIONS_BITS = sum(1 << op for op in (3, 6, 8, 10, 11))
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # MemberType of ConsumerGroupDescribe v1
 
 
@@ -47,6 +48,17 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGrou
         return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=UNSUPPORTED_VERSION, error_message=None,
                                               member_id=None, member_epoch=0, heartbeat_interval_ms=0,
                                               assignment=None)
+    if not authorize(ctx, acl.READ, acl.GROUP, req.group_id):
+        return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=ke.GroupAuthorizationFailedError.errno,
+                                              error_message="Group authorization failed.", member_id=None,
+                                              member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+    if req.subscribed_topic_names and ctx.broker.authorizer is not None:
+        names = list(req.subscribed_topic_names)
+        if len(authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names)) < len(set(names)):
+            # Kafka 4.3: every subscribed topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED, no message)
+            return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=ke.TopicAuthorizationFailedError.errno,
+                                                  error_message=None, member_id=None, member_epoch=0,
+                                                  heartbeat_interval_ms=0, assignment=None)
     owned: Assignment | None = None
     if req.topic_partitions is not None:
         owned = freeze({tp.topic_id: set(tp.partitions or ()) for tp in req.topic_partitions})
@@ -56,7 +68,9 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGrou
         subscribed_topic_names=list(req.subscribed_topic_names) if req.subscribed_topic_names is not None else None,
         subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
         server_assignor=req.server_assignor, owned=owned, client_id=ctx.client_id or "",
-        client_host=client_host(ctx))
+        client_host=client_host(ctx),
+        topic_filter=(lambda names: authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names))
+        if ctx.broker.authorizer is not None else None)
     result = ctx.broker.groups.consumer.heartbeat(data, ctx.api_version)
     assignment = None
     if result.error == 0 and result.assignment is not None:
@@ -82,11 +96,13 @@ def _described_assignment(coordinator, assignment: Assignment) -> DescribedAssig
 async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroupDescribeRequest
                                          ) -> ConsumerGroupDescribeResponse:
     groups = ctx.broker.groups
-    ops = GROUP_OPERATIONS_BITS if req.include_authorized_operations else -2**31
     out = []
     enabled = consumer_protocol_enabled(ctx)
     for group_id in req.group_ids:
-        code, message, group = groups.consumer.describe(group_id) if enabled else (UNSUPPORTED_VERSION, None, None)
+        if enabled and not authorize(ctx, acl.DESCRIBE, acl.GROUP, group_id):
+            code, message, group = ke.GroupAuthorizationFailedError.errno, None, None
+        else:
+            code, message, group = groups.consumer.describe(group_id) if enabled else (UNSUPPORTED_VERSION, None, None)
         if code:
             out.append(DescribedGroup(error_code=code, error_message=message, group_id=group_id, group_state="",
                                       group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
@@ -106,5 +122,6 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroup
             error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
             group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
             assignor_name=group.assignor_name or groups.consumer.configs.settings_for(group_id).assignors[0],
-            members=members, authorized_operations=ops))
+            members=members, authorized_operations=bitfield(authorized_operations(ctx, acl.GROUP, group_id))
+            if req.include_authorized_operations else -2**31))
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)

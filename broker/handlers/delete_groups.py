@@ -1,8 +1,12 @@
 """DeleteGroups: remove empty groups and their committed offsets."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
 
+from .. import acl
+from ..authorizer import authorized_names
 from ..context import RequestContext
 from ..registry import handles
 
@@ -11,6 +15,10 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 
 @handles(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    results = ctx.broker.groups.delete_groups(list(req.groups_names))
+    names = list(dict.fromkeys(req.groups_names))
+    allowed = authorized_names(ctx, acl.DELETE, acl.GROUP, names)
+    results = ctx.broker.groups.delete_groups([g for g in names if g in allowed]) if allowed else {}
+    # as Kafka: the refused groups (GROUP_AUTHORIZATION_FAILED) after the others
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
-        Result(group_id=g, error_code=results[g]) for g in dict.fromkeys(req.groups_names)])
+        Result(group_id=g, error_code=results[g]) for g in names if g in allowed] + [
+        Result(group_id=g, error_code=ke.GroupAuthorizationFailedError.errno) for g in names if g not in allowed])

@@ -1,8 +1,12 @@
 """DeleteRecords: advance a partition's log start offset (-1 means the high watermark)."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
+from .. import acl
+from ..authorizer import authorized_names
 from ..context import RequestContext
 from ..errors import error_code
 from ..registry import handles
@@ -15,9 +19,14 @@ PartitionResult = TopicResult.DeleteRecordsPartitionResult
 @handles(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2)
 async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
+    deletable = authorized_names(ctx, acl.DELETE, acl.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         parts = []
         for p in t.partitions:
+            if t.name not in deletable:  # DELETE on the topic, checked before its existence
+                parts.append(PartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                             error_code=ke.TopicAuthorizationFailedError.errno))
+                continue
             plog, code = lookup_partition(ctx.broker, t.name, p.partition_index)
             low = -1
             if plog is not None:

@@ -1,10 +1,13 @@
 """DescribeGroups: state, protocol and members (metadata and assignment once Stable)."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
 from ...coordinator.group_metadata import GroupError
-from ..authorized_operations import GROUP_OPERATIONS
+from .. import acl
+from ..authorizer import authorize, authorized_operations
 from ..context import RequestContext
 from ..registry import handles
 
@@ -16,9 +19,16 @@ GROUP_ID_NOT_FOUND = 69
 @handles(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
 async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     v = ctx.api_version
-    ops = GROUP_OPERATIONS if v >= 3 and req.include_authorized_operations else None
+    with_ops = v >= 3 and req.include_authorized_operations
     out = []
     for group_id in req.groups:
+        ops = authorized_operations(ctx, acl.GROUP, group_id) if with_ops else None
+        if not authorize(ctx, acl.DESCRIBE, acl.GROUP, group_id):
+            out.append(DescribedGroup(error_code=ke.GroupAuthorizationFailedError.errno,
+                                      error_message="Group authorization failed.", group_id=group_id,
+                                      group_state="", protocol_type="", protocol_data="", members=[],
+                                      authorized_operations=None))
+            continue
         try:
             d = ctx.broker.groups.describe_group(group_id)
         except GroupError as exc:

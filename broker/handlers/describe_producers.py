@@ -4,6 +4,8 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 
+from .. import acl
+from ..authorizer import authorize
 from ..context import RequestContext
 from ..registry import handles
 from .common import lookup_partition
@@ -22,6 +24,12 @@ async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersR
     for t in req.topics:
         known_topic = state.catalog.get(t.name) is not None
         parts = []
+        if not authorize(ctx, acl.READ, acl.TOPIC, t.name):
+            topics.append(TopicResponse(name=t.name, partitions=[
+                PartitionResponse(partition_index=index, error_code=ke.TopicAuthorizationFailedError.errno,
+                                  error_message="Topic authorization failed.", active_producers=[])
+                for index in t.partition_indexes]))
+            continue
         for index in t.partition_indexes:
             plog, code = lookup_partition(state, t.name, index)
             if plog is None:

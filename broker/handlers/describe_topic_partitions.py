@@ -14,6 +14,8 @@ import kafka.errors as ke
 from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 
 from ..authorized_operations import TOPIC_OPERATIONS, bitfield
+from .. import acl
+from ..authorizer import authorized_names, authorized_operations
 from ..context import RequestContext
 from ..registry import handles
 from ..topic_catalog import InvalidTopicNameError, validate_topic_name
@@ -58,6 +60,14 @@ def _describe(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Descr
         raise _RequestError(ke.InvalidRequestError.errno, "DescribeTopicPartitionsRequest cursor partition must be valid")
     if "" in names:  # Kafka fails the request in its authorization of an empty resource name
         raise _RequestError(-1, "topic name is empty")
+    denied: list[Topic] = []  # after the others; not even checked for existence (as Kafka)
+    if state.authorizer is not None:
+        visible = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names)
+        if not fetch_all:
+            denied = [Topic(error_code=ke.TopicAuthorizationFailedError.errno, name=n, topic_id=ZERO_UUID,
+                            is_internal=False, partitions=[], topic_authorized_operations=bitfield(None))
+                      for n in sorted(names - visible)]
+        names = visible
     remaining = max(min(MAX_PARTITIONS, req.response_partition_limit), 1)
     topics: list[Topic] = []
     next_cursor = None
@@ -87,7 +97,10 @@ def _describe(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Descr
             next_cursor = Cursor(topic_name=name, partition_index=upper)
             break
         remaining -= len(parts)
-    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+    if state.authorizer is not None:
+        for t in topics:
+            t.topic_authorized_operations = bitfield(authorized_operations(ctx, acl.TOPIC, t.name))
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics + denied, next_cursor=next_cursor)
 
 
 @handles(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0)

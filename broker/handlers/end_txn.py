@@ -3,8 +3,12 @@ v5 (KIP-890 part 2, a client of transaction.version 2) ends it with an epoch bum
 the producer id/epoch the client continues with (a new producer id once the epochs run out)."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
+from .. import acl
+from ..authorizer import authorize
 from ..context import RequestContext
 from ..registry import handles
 from .txn_common import for_version
@@ -16,6 +20,9 @@ TV2_SINCE = 5
 @handles(EndTxnRequest, EndTxnResponse, 0, 5)
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     version = ctx.api_version
+    if not authorize(ctx, acl.WRITE, acl.TRANSACTIONAL_ID, req.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0, error_code=ke.TransactionalIdAuthorizationFailedError.errno,
+                              producer_id=-1, producer_epoch=-1)
     res = ctx.broker.txns.end_transaction(req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
                                           client_tv=2 if version >= TV2_SINCE else 0)
     return EndTxnResponse(throttle_time_ms=0, error_code=for_version(res.error_code, version, FENCED_SINCE),

@@ -29,6 +29,8 @@ from ...protocol.record_batch import iter_headers
 from ...storage.errors import KafkaStorageError
 from ...storage.partition_log import PartitionLog
 from ...storage.segment import LogRange
+from .. import acl
+from ..authorizer import authorize_cluster, authorized_names
 from ..context import RequestContext
 from ..errors import error_code
 from ..registry import handles
@@ -54,6 +56,7 @@ class Wanted:
     offset: int
     max_bytes: int
     current_leader_epoch: int
+    denied: bool = False  # the principal may not READ the topic: TOPIC_AUTHORIZATION_FAILED
 
 
 @dataclass(slots=True)
@@ -113,6 +116,10 @@ def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
     errored = False
     try:
         for w in wanted:
+            if w.denied:
+                out.append(_partition_error(w.partition, ke.TopicAuthorizationFailedError.errno))
+                errored = True
+                continue
             plog = state.catalog.partition_log(w.topic, w.partition) if w.topic is not None else None
             if plog is None:
                 code = ke.UnknownTopicIdError.errno if w.topic is None else ke.UnknownTopicOrPartitionError.errno
@@ -194,6 +201,21 @@ def _encode(version: int, by_id: bool, spans: list[tuple[object, int, int]], ans
     return body
 
 
+def _readable(ctx: RequestContext, req: FetchRequest, names: list[str | None]) -> set[str]:
+    """The topics this fetch may read, as Kafka's handler: a follower (replica id >= 0) needs
+    CLUSTER_ACTION on the cluster for all of them, a consumer READ on each topic (checked once)."""
+    version = ctx.api_version
+    if version >= 15:
+        state = getattr(req, "replica_state", None)
+        replica_id = state.replica_id if state is not None else -1
+    else:
+        replica_id = req.replica_id
+    known = [n for n in names if n is not None]
+    if replica_id >= 0:
+        return set(known) if authorize_cluster(ctx, acl.CLUSTER_ACTION) else set()
+    return authorized_names(ctx, acl.READ, acl.TOPIC, known)
+
+
 @handles(FetchRequest, FetchResponse, 4, 17)
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse | EncodedBody:
     state = ctx.broker
@@ -202,11 +224,14 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
         return FetchResponse(throttle_time_ms=0, error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     wanted: list[Wanted] = []
     spans: list[tuple[object, int, int]] = []  # (request topic, first, end) indexes into `wanted`
-    for t in req.topics:
-        name = topic_name_for_id(state, t.topic_id) if by_id else t.topic
+    names = [topic_name_for_id(state, t.topic_id) if by_id else t.topic for t in req.topics]
+    readable = _readable(ctx, req, names) if state.authorizer is not None else None
+    for t, name in zip(req.topics, names):
         first = len(wanted)
+        denied = readable is not None and name is not None and name not in readable
         for p in t.partitions:
-            wanted.append(Wanted(name, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch))
+            wanted.append(Wanted(name, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                                 denied))
         spans.append((t, first, len(wanted)))
     max_bytes = min(req.max_bytes if req.max_bytes > 0 else NO_LIMIT, state.config.fetch_max_bytes)
     loop = asyncio.get_running_loop()

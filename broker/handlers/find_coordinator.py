@@ -12,6 +12,8 @@ import logging
 import kafka.errors as ke
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
+from .. import acl
+from ..authorizer import authorize
 from ..context import RequestContext
 from ..registry import handles
 
@@ -20,8 +22,37 @@ GROUP, TRANSACTION = 0, 1
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
+DENIED = {GROUP: (acl.GROUP, ke.GroupAuthorizationFailedError.errno, "Group authorization failed."),
+          TRANSACTION: (acl.TRANSACTIONAL_ID, ke.TransactionalIdAuthorizationFailedError.errno,
+                        "Transactional Id authorization failed.")}
+
+
 @handles(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6)
 async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    """DESCRIBE on the group / transactional id of each key, else that key's authorization error."""
+    key_type = req.key_type if ctx.api_version >= 1 else GROUP
+    if ctx.broker.authorizer is None or key_type not in DENIED:
+        return await _find(ctx, req)
+    rtype, code, message = DENIED[key_type]
+    if ctx.api_version < 4:
+        if authorize(ctx, acl.DESCRIBE, rtype, req.key):
+            return await _find(ctx, req)
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message, node_id=-1,
+                                       host="", port=-1)
+    denied = {k for k in req.coordinator_keys if not authorize(ctx, acl.DESCRIBE, rtype, k)}
+    if len(denied) < len(set(req.coordinator_keys)):
+        resp = await _find(ctx, req)
+    else:
+        resp = FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            Coordinator(key=k, node_id=-1, host="", port=-1, error_code=0, error_message=None)
+            for k in req.coordinator_keys])
+    for c in resp.coordinators:
+        if c.key in denied:
+            c.node_id, c.host, c.port, c.error_code, c.error_message = -1, "", -1, code, message
+    return resp
+
+
+async def _find(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     state = ctx.broker
     adv = state.advertised_for(ctx.listener)
     key_type = req.key_type if ctx.api_version >= 1 else GROUP

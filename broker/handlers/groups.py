@@ -2,6 +2,8 @@
 the work; JoinGroup and SyncGroup park on its barriers)."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.consumer import (
     HeartbeatRequest,
     HeartbeatResponse,
@@ -13,10 +15,13 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
+from .. import acl
+from ..authorizer import authorize
 from ..context import RequestContext
 from ..registry import handles
 
 JoinMember = JoinGroupResponse.JoinGroupResponseMember
+GROUP_DENIED = ke.GroupAuthorizationFailedError.errno  # every API here needs READ on the group
 LeaveMemberResponse = LeaveGroupResponse.MemberResponse
 
 
@@ -29,6 +34,10 @@ def client_host(ctx: RequestContext) -> str:
 @handles(JoinGroupRequest, JoinGroupResponse, 0, 9)
 async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
+    if not authorize(ctx, acl.READ, acl.GROUP, req.group_id):
+        return JoinGroupResponse(throttle_time_ms=0, error_code=GROUP_DENIED, generation_id=-1,
+                                 protocol_type=None, protocol_name=None if v >= 7 else "", leader="",
+                                 skip_assignment=False, member_id="", members=[])
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
     result = await ctx.broker.groups.join_group(
         group_id=req.group_id, member_id=req.member_id or "",
@@ -51,6 +60,9 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
 @handles(SyncGroupRequest, SyncGroupResponse, 0, 5)
 async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.api_version
+    if not authorize(ctx, acl.READ, acl.GROUP, req.group_id):
+        return SyncGroupResponse(throttle_time_ms=0, error_code=GROUP_DENIED, protocol_type=None,
+                                 protocol_name=None, assignment=b"")
     result = await ctx.broker.groups.sync_group(
         group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 3 else None,
@@ -62,6 +74,8 @@ async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncG
 
 @handles(HeartbeatRequest, HeartbeatResponse, 0, 4)
 async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+    if not authorize(ctx, acl.READ, acl.GROUP, req.group_id):
+        return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_DENIED)
     code = ctx.broker.groups.heartbeat(group_id=req.group_id, generation_id=req.generation_id,
                                        member_id=req.member_id,
                                        group_instance_id=req.group_instance_id if ctx.api_version >= 3 else None)
@@ -71,6 +85,8 @@ async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> Heartb
 @handles(LeaveGroupRequest, LeaveGroupResponse, 0, 5)
 async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     v = ctx.api_version
+    if not authorize(ctx, acl.READ, acl.GROUP, req.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=GROUP_DENIED, members=[])
     if v >= 3:
         members = [(m.member_id, m.group_instance_id, m.reason if v >= 5 else None) for m in req.members]
     else:

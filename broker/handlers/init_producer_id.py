@@ -5,12 +5,25 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
+from .. import acl
+from ..authorizer import authorize, authorize_by_resource_type, authorize_cluster
 from ..context import RequestContext
 from ..registry import handles
 
 
 @handles(InitProducerIdRequest, InitProducerIdResponse, 0, 5)
 async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    if ctx.broker.authorizer is not None:
+        # transactional: WRITE on the transactional id; idempotent: IDEMPOTENT_WRITE on the cluster or
+        # WRITE on some topic (KIP-679)
+        if req.transactional_id is not None:
+            if not authorize(ctx, acl.WRITE, acl.TRANSACTIONAL_ID, req.transactional_id):
+                return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
+                                              error_code=ke.TransactionalIdAuthorizationFailedError.errno)
+        elif not (authorize_cluster(ctx, acl.IDEMPOTENT_WRITE)
+                  or authorize_by_resource_type(ctx, acl.WRITE, acl.TOPIC)):
+            return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
+                                          error_code=ke.ClusterAuthorizationFailedError.errno)
     pid, epoch = (req.producer_id, req.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
     if (pid == -1) != (epoch == -1):
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ke.InvalidRequestError.errno,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
+from .. import acl
+from ..authorizer import authorize_cluster, authorized_names
 from ..context import RequestContext
 from ..registry import handles
 
@@ -16,6 +18,9 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
     states = set(req.states_filter or []) if v >= 4 else set()
     types = set(req.types_filter or []) if v >= 5 else set()
     code, groups = ctx.broker.groups.list_groups(states, types)
+    if not authorize_cluster(ctx, acl.DESCRIBE):  # else only the groups the principal may DESCRIBE
+        visible = authorized_names(ctx, acl.DESCRIBE, acl.GROUP, [g.group_id for g in groups])
+        groups = [g for g in groups if g.group_id in visible]
     return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=[
         ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
                     group_type=getattr(g, "group_type", "classic"))

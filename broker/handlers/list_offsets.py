@@ -1,9 +1,13 @@
 """ListOffsets: earliest (-2), latest (-1, LSO for read_committed), max timestamp (-3), by timestamp."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from ...storage.partition_log import PartitionLog
+from .. import acl
+from ..authorizer import authorized_names
 from ..context import RequestContext
 from ..errors import error_code
 from ..registry import handles
@@ -40,9 +44,17 @@ def resolve_offset(plog: PartitionLog, timestamp: int, isolation_level: int) -> 
 @handles(ListOffsetsRequest, ListOffsetsResponse, 1, 10)
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
+    # DESCRIBE on each topic (checked once), else TOPIC_AUTHORIZATION_FAILED for its partitions
+    allowed = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, [t.name for t in req.topics]) \
+        if ctx.broker.authorizer is not None else None
     for t in req.topics:
         parts = []
         for p in t.partitions:
+            if allowed is not None and t.name not in allowed:
+                parts.append(PartitionResponse(partition_index=p.partition_index,
+                                               error_code=ke.TopicAuthorizationFailedError.errno,
+                                               timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
             plog, code = lookup_partition(ctx.broker, t.name, p.partition_index)
             code = code or leader_epoch_error(p.current_leader_epoch)
             offset = ts = -1

@@ -4,7 +4,9 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from ..authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
+from .. import acl
+from ..authorized_operations import TOPIC_OPERATIONS
+from ..authorizer import authorize, authorize_cluster, authorized_names, authorized_operations
 from ..context import RequestContext
 from ..registry import handles
 from ..state import BrokerState
@@ -42,6 +44,11 @@ async def resolve(state: BrokerState, name: str, auto_create: bool) -> Topic:
     return topic_entry(state, info)
 
 
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic."""
+    return authorize_cluster(ctx, acl.CREATE) or authorize(ctx, acl.CREATE, acl.TOPIC, name)
+
+
 @handles(MetadataRequest, MetadataResponse, 0, 12)
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     state = ctx.broker
@@ -55,21 +62,44 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
             Topic(error_code=ke.InvalidRequestError.errno, name=t.name or "", topic_id=t.topic_id,
                   is_internal=False, partitions=[]) for t in req.topics])
+    auth = state.authorizer
+    denied: list[Topic] = []  # after the others, without authorized operations (as Kafka)
     if all_topics:
-        topics = [topic_entry(state, info) for info in list(state.catalog.topics.values())]
+        infos = list(state.catalog.topics.values())
+        if auth is not None:  # topics the principal may not DESCRIBE are left out
+            visible = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, [i.name for i in infos])
+            infos = [i for i in infos if i.name in visible]
+        topics = [topic_entry(state, info) for info in infos]
     else:
         topics = []
         for t in req.topics:
             if t.name is None:  # v10+: lookup by id
                 info = state.catalog.by_id.get(t.topic_id)
+                if info is not None and not authorize(ctx, acl.DESCRIBE, acl.TOPIC, info.name):
+                    # topic ids are not secret: Kafka answers TOPIC_AUTHORIZATION_FAILED with the id
+                    denied.append(error_entry(ke.TopicAuthorizationFailedError.errno, None, t.topic_id))
+                    continue
                 topics.append(topic_entry(state, info) if info is not None
                               else error_entry(ke.UnknownTopicIdError.errno, None, t.topic_id))
+            elif not authorize(ctx, acl.DESCRIBE, acl.TOPIC, t.name):
+                # the same answer whether the topic exists or not: its existence is not disclosed
+                denied.append(error_entry(ke.TopicAuthorizationFailedError.errno, t.name))
+            elif (auth is not None and auto_create and state.config.auto_create_topics
+                  and state.catalog.get(t.name) is None and not _may_create(ctx, t.name)):
+                denied.append(error_entry(ke.TopicAuthorizationFailedError.errno, t.name))
             else:
                 topics.append(await resolve(state, t.name, auto_create))
     if v >= 8 and req.include_topic_authorized_operations:
         for t in topics:  # every topic of the answer, errors included (as Kafka)
-            t.authorized_operations = TOPIC_OPERATIONS
-    cluster_ops = CLUSTER_OPERATIONS if 8 <= v <= 10 and req.include_cluster_authorized_operations else None
+            if t.name is not None:
+                t.authorized_operations = authorized_operations(ctx, acl.TOPIC, t.name)
+            elif auth is None:
+                t.authorized_operations = TOPIC_OPERATIONS
+    cluster_ops = None
+    if 8 <= v <= 10 and req.include_cluster_authorized_operations:
+        cluster_ops = authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME) \
+            if authorize_cluster(ctx, acl.DESCRIBE) else frozenset()
+    topics += denied
     adv = state.advertised_for(ctx.listener)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=state.node_id, host=adv.host, port=adv.port,
                                                         rack=None)]

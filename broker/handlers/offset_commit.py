@@ -5,6 +5,8 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
+from .. import acl
+from ..authorizer import authorize, authorized_names
 from ..context import RequestContext
 from ..registry import handles
 from .common import ZERO_UUID
@@ -15,24 +17,37 @@ UNKNOWN_TOPIC_OR_PARTITION = ke.UnknownTopicOrPartitionError.errno
 UNKNOWN_TOPIC_ID = ke.UnknownTopicIdError.errno
 
 
+def _all(req: OffsetCommitRequest, v: int, code: int) -> OffsetCommitResponse:
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        TopicResponse(name=t.name if v < 10 else None, topic_id=t.topic_id if v >= 10 else ZERO_UUID,
+                      partitions=[PartitionResponse(partition_index=p.partition_index, error_code=code)
+                                  for p in t.partitions]) for t in req.topics])
+
+
 @handles(OffsetCommitRequest, OffsetCommitResponse, 2, 10)
 async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     state = ctx.broker
     v = ctx.api_version
+    if not authorize(ctx, acl.READ, acl.GROUP, req.group_id):  # every partition, as Kafka's error response
+        return _all(req, v, ke.GroupAuthorizationFailedError.errno)
     errors: dict[tuple[int, int], int] = {}  # (topic index, partition index in request) -> error
     commits = []
     names: list[str | None] = []
-    for ti, t in enumerate(req.topics):
+    for t in req.topics:
         if v >= 10:
             info = state.catalog.by_id.get(t.topic_id)
-            name = info.name if info is not None else None
-            missing = UNKNOWN_TOPIC_ID
+            names.append(info.name if info is not None else None)
         else:
-            name = t.name
-            missing = UNKNOWN_TOPIC_OR_PARTITION
-        names.append(name)
+            names.append(t.name)
+    readable = authorized_names(ctx, acl.READ, acl.TOPIC, [n for n in names if n is not None]) \
+        if state.authorizer is not None else None
+    for ti, t in enumerate(req.topics):
+        name = names[ti]
+        missing = UNKNOWN_TOPIC_ID if v >= 10 else UNKNOWN_TOPIC_OR_PARTITION
         for pi, p in enumerate(t.partitions):
-            if name is None or not state.catalog.has_partition(name, p.partition_index):
+            if readable is not None and name is not None and name not in readable:
+                errors[(ti, pi)] = ke.TopicAuthorizationFailedError.errno
+            elif name is None or not state.catalog.has_partition(name, p.partition_index):
                 errors[(ti, pi)] = missing if name is None else UNKNOWN_TOPIC_OR_PARTITION
             else:
                 commits.append((name, p.partition_index, p.committed_offset,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
+from .. import acl
+from ..authorizer import authorize, authorized_names
 from ..context import RequestContext
 from ..registry import handles
-from ..state import BrokerState
 from .common import ZERO_UUID
 
 V7Topic = OffsetFetchResponse.OffsetFetchResponseTopic
@@ -18,12 +19,20 @@ GroupTopic = Group.OffsetFetchResponseTopics
 GroupPartition = GroupTopic.OffsetFetchResponsePartitions
 
 
-def _fetch(state: BrokerState, group_id: str, topics, require_stable: bool, by_id: bool,
+def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool, by_id: bool,
            member: tuple[str | None, int] = (None, -1)):
     """(group error, [(name, topic id, rows)]) with rows (partition, offset, epoch, metadata, error);
-    `member`: (member id, member epoch) of v9+."""
+    `member`: (member id, member epoch) of v9+. As Kafka: DESCRIBE on the group, else
+    GROUP_AUTHORIZATION_FAILED; topics the principal may not DESCRIBE are left out of an all-topics
+    answer and answered TOPIC_AUTHORIZATION_FAILED (after the others) when asked for by name."""
+    state = ctx.broker
+    if not authorize(ctx, acl.DESCRIBE, acl.GROUP, group_id):
+        return ke.GroupAuthorizationFailedError.errno, []
     if topics is None:
         code, found = state.groups.fetch_offsets(group_id, None, require_stable, *member)
+        if state.authorizer is not None and found:
+            visible = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, [name for name, _ in found])
+            found = [(name, rows) for name, rows in found if name in visible]
         out = []
         for name, rows in found:
             info = state.catalog.get(name)
@@ -38,6 +47,12 @@ def _fetch(state: BrokerState, group_id: str, topics, require_stable: bool, by_i
             wanted.append((info.name if info is not None else "", t.topic_id, list(t.partition_indexes)))
         else:
             wanted.append((t.name, ZERO_UUID, list(t.partition_indexes)))
+    denied = []
+    if state.authorizer is not None:
+        visible = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, [n for n, _, _ in wanted if n])
+        denied = [(n, tid, [(p, -1, -1, "", ke.TopicAuthorizationFailedError.errno) for p in parts])
+                  for n, tid, parts in wanted if n and n not in visible]
+        wanted = [w for w in wanted if not w[0] or w[0] in visible]
     code, found = state.groups.fetch_offsets(group_id, [(n, parts) for n, _, parts in wanted], require_stable,
                                              *member)
     if code:
@@ -47,26 +62,25 @@ def _fetch(state: BrokerState, group_id: str, topics, require_stable: bool, by_i
         if by_id and not name:  # v10: an id no topic has
             rows = [(p, -1, -1, "", UNKNOWN_TOPIC_ID) for p in parts]
         out.append((name, tid, rows))
-    return code, out
+    return code, out + denied
 
 
 @handles(OffsetFetchRequest, OffsetFetchResponse, 1, 10)
 async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
-    state = ctx.broker
     v = ctx.api_version
     require_stable = bool(req.require_stable) if v >= 7 else False
     if v >= 8:
         groups = []
         for g in req.groups:
             member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
-            code, topics = _fetch(state, g.group_id, g.topics, require_stable, by_id=v >= 10, member=member)
+            code, topics = _fetch(ctx, g.group_id, g.topics, require_stable, by_id=v >= 10, member=member)
             groups.append(Group(group_id=g.group_id, error_code=code, topics=[
                 GroupTopic(name=name if v < 10 else None, topic_id=tid, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                                    error_code=err) for p, o, e, m, err in rows])
                 for name, tid, rows in topics]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    code, topics = _fetch(state, req.group_id, req.topics, require_stable, by_id=False)
+    code, topics = _fetch(ctx, req.group_id, req.topics, require_stable, by_id=False)
     if code and v < 2 and req.topics:
         # v1 has no group-level error: every requested partition carries it
         topics = [(t.name, ZERO_UUID, [(p, -1, -1, "", code) for p in t.partition_indexes]) for t in req.topics]

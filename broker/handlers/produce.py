@@ -1,4 +1,5 @@
-"""Produce: validate and append whole batches per partition; acks=0 gets no response.
+"""Produce: validate and append whole batches per partition; acks=0 gets no response (when a partition
+failed, the connection is closed instead, as Kafka does, so that the producer notices).
 
 Idempotent batches are checked by the partition's producer state (storage/producer_state.py): a retry
 of one of the producer's last 5 batches is answered with no error and the original offsets (and, as
@@ -20,6 +21,7 @@ UNKNOWN_TOPIC_OR_PARTITION."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import NamedTuple
 
 import kafka.errors as ke
@@ -38,6 +40,9 @@ from ...protocol.record_batch import (
 from ...protocol.record_validator import RecordValidationError, declared_inflated_size, validate_client_batch
 from ...storage import errors as se
 from ...storage.partition_log import AppendInfo
+from .. import acl
+from ..authorizer import authorize, authorized_names
+from ..connection import CloseConnection
 from ..context import RequestContext
 from ..errors import error_code, error_message
 from ..registry import handles
@@ -166,10 +171,56 @@ def _generic(part: PartitionResponse | Appended) -> PartitionResponse:
     return part
 
 
+class AcksZeroFailed(CloseConnection):
+    """As Kafka: an acks=0 Produce gets no response, so when any partition failed the connection is
+    closed, which tells the producer that something went wrong (it refreshes its metadata)."""
+
+    level = logging.INFO
+
+
+def _failures(responses: list) -> str:
+    return ", ".join(f"{topic}-{p.index}: {p.error_code}" for topic, parts in responses for p in parts
+                     if isinstance(p, PartitionResponse) and p.error_code)
+
+
+def _has_transactional_records(req: ProduceRequest) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: the first batch of some partition is transactional."""
+    for topic in req.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if records and len(records) > ATTRIBUTES_OFFSET + 1 and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:
+                return True
+    return False
+
+
+def _denied_topics(ctx: RequestContext, req: ProduceRequest, by_id: bool) -> set[str] | ProduceResponse | None:
+    """As Kafka's handler: transactional batches need WRITE on the request's transactional id (else
+    every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE (checked once
+    per topic; else TOPIC_AUTHORIZATION_FAILED for its partitions, before the topic's existence)."""
+    if _has_transactional_records(req) and (
+            req.transactional_id is None or not authorize(ctx, acl.WRITE, acl.TRANSACTIONAL_ID, req.transactional_id)):
+        if req.acks == 0:
+            raise AcksZeroFailed("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+        code = ke.TransactionalIdAuthorizationFailedError.errno
+        return ProduceResponse(throttle_time_ms=0, responses=[
+            TopicResponse(**({"topic_id": t.topic_id} if by_id else {"name": t.name}),
+                          partition_responses=[_error(p.index, code) for p in t.partition_data])
+            for t in req.topic_data])
+    names = [topic_name_for_id(ctx.broker, t.topic_id) if by_id else t.name for t in req.topic_data]
+    names = [n for n in names if n is not None]
+    return set(names) - authorized_names(ctx, acl.WRITE, acl.TOPIC, names)
+
+
 @handles(ProduceRequest, ProduceResponse, 3, 13)
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | bytearray | None:
     state = ctx.broker
     by_id = ctx.api_version >= 13
+    denied: set[str] = set()
+    if state.authorizer is not None:
+        refused = _denied_topics(ctx, req, by_id)
+        if refused is None or isinstance(refused, ProduceResponse):
+            return refused
+        denied = refused
     responses = []
     since_yield = 0
     started: list[tuple[object, list[PartitionResponse | Appended | _Writing]]] = []
@@ -177,6 +228,9 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         name = topic_name_for_id(state, topic.topic_id) if by_id else topic.name
         parts: list[PartitionResponse | Appended | _Writing] = []
         for p in topic.partition_data:
+            if denied and name in denied:
+                parts.append(_error(p.index, ke.TopicAuthorizationFailedError.errno))
+                continue
             parts.append(await produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version,
                                                  req.transactional_id))
             since_yield += len(p.records or b"")
@@ -195,6 +249,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 if isinstance(part, PartitionResponse) and part.error_code:
                     state.metrics.partition_error("Produce", part.error_code)
     if req.acks == 0:
+        if not all_appended:
+            raise AcksZeroFailed(_failures(responses))
         return None
     if all_appended:  # the common case: no per-partition objects, no generic encoder
         return encode_produce_success(ctx.api_version, responses)

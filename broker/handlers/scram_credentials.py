@@ -11,8 +11,9 @@ password is turned into StoredKey/ServerKey (two HMACs) and is not kept.
 Describe: null/empty users = every user with a credential; a named user without one ->
 RESOURCE_NOT_FOUND, a user named twice -> DUPLICATE_RESOURCE.
 
-Authorization (Kafka: ALTER resp. DESCRIBE on the CLUSTER resource, else CLUSTER_AUTHORIZATION_FAILED
-at the top level / for every user) is not checked here: the authorizer wires it.
+Authorization as Kafka: Alter needs ALTER on the CLUSTER (else every named user gets
+CLUSTER_AUTHORIZATION_FAILED), Describe needs DESCRIBE on the CLUSTER (else the top-level error and
+one result per named user, without its name, as Kafka's getErrorResponse builds them).
 """
 from __future__ import annotations
 
@@ -23,10 +24,14 @@ import kafka.errors as ke
 from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
                                         DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse)
 
+from .. import acl
+from ..authorizer import authorize_cluster
 from ..context import RequestContext
 from ..registry import handles
 from ..sasl.scram import MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS, MECHANISM_TYPES, ScramCredential
 
+CLUSTER_DENIED = ke.ClusterAuthorizationFailedError.errno
+CLUSTER_DENIED_MESSAGE = "Cluster authorization failed."
 log = logging.getLogger(__name__)
 
 AlterResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
@@ -48,6 +53,10 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str | Non
 @handles(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0)
 async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest
                                               ) -> AlterUserScramCredentialsResponse:
+    if not authorize_cluster(ctx, acl.ALTER):
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            AlterResult(user=n, error_code=CLUSTER_DENIED, error_message=CLUSTER_DENIED_MESSAGE) for n in names])
     store = ctx.broker.scram_credentials
     errors: dict[str, tuple[int, str | None]] = {}
     deletions: dict[str, tuple[str, str]] = {}
@@ -105,6 +114,11 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
 @handles(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0)
 async def handle_describe_user_scram_credentials(ctx: RequestContext, req: DescribeUserScramCredentialsRequest
                                                  ) -> DescribeUserScramCredentialsResponse:
+    if not authorize_cluster(ctx, acl.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=CLUSTER_DENIED, error_message=CLUSTER_DENIED_MESSAGE,
+            results=[DescribeResult(user="", error_code=CLUSTER_DENIED, error_message=CLUSTER_DENIED_MESSAGE,
+                                    credential_infos=[]) for _ in req.users or ()])
     users = ctx.broker.scram_credentials.users()
     if not req.users:
         wanted = {name: False for name in sorted(users)}

@@ -23,6 +23,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
 )
 
+from .. import acl
+from ..authorizer import authorize, authorize_cluster, authorized_names
 from ..context import RequestContext
 from ..errors import UNKNOWN_SERVER_ERROR, error_code, error_message
 from ..registry import handles
@@ -107,6 +109,14 @@ def _created(state: BrokerState, name: str, topic_id, partitions: int, rf: int,
                                 num_partitions=partitions, replication_factor=rf, configs=described)
 
 
+def _hide_configs(result: CreatableTopicResult, describable: set[str] | None) -> None:
+    """Without DESCRIBE_CONFIGS on the topic: no configs, counts unknown, TOPIC_AUTHORIZATION_FAILED as
+    the topic config error (Kafka's ReplicationControlManager)."""
+    if describable is not None and result.name not in describable:
+        result.configs, result.num_partitions, result.replication_factor = [], -1, -1
+        result.topic_config_error_code = ke.TopicAuthorizationFailedError.errno
+
+
 @handles(CreateTopicsRequest, CreateTopicsResponse, 2, 7)
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     state = ctx.broker
@@ -120,6 +130,17 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
                                       "Create topics request from client contains duplicate topic name")
         else:
             unique.append((i, t))
+    describable: set[str] | None = None
+    if state.authorizer is not None:
+        # CREATE on the cluster or on each topic; configs shown only with DESCRIBE_CONFIGS on the topic
+        names = [t.name for _i, t in unique]
+        creatable = set(names) if authorize_cluster(ctx, acl.CREATE) else \
+            authorized_names(ctx, acl.CREATE, acl.TOPIC, names)
+        describable = authorized_names(ctx, acl.DESCRIBE_CONFIGS, acl.TOPIC, names)
+        for i, t in unique:
+            if t.name not in creatable:
+                results[i] = _topic_error(t.name, ke.TopicAuthorizationFailedError.errno, "Authorization failed.")
+        unique = [(i, t) for i, t in unique if t.name in creatable]
     bound = catalog.max_partitions_per_request
 
     def refuse_all(message: str) -> CreateTopicsResponse:
@@ -143,6 +164,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
     for i, t, (partitions, rf, configs) in plans:
         if req.validate_only:  # what Kafka validates; the broker's room (minikafka.max.partitions) is checked
             results[i] = _created(state, t.name, ZERO_UUID, partitions, rf, configs)  # by the creation
+            _hide_configs(results[i], describable)
             continue
         try:
             info = await catalog.create_async(t.name, partitions, rf, configs)
@@ -150,6 +172,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
             results[i] = _topic_error(t.name, *_error(exc))
             continue
         results[i] = _created(state, t.name, info.topic_id, partitions, rf, info.configs)
+        _hide_configs(results[i], describable)
     return CreateTopicsResponse(throttle_time_ms=0, topics=[results[i] for i in sorted(results)])
 
 
@@ -161,7 +184,9 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
     else:
         targets = [(name, ZERO_UUID) for name in req.topic_names]
     results = []
+    check = state.authorizer is not None and not authorize_cluster(ctx, acl.DELETE)
     for name, topic_id in targets:
+        by_id = name is None
         if name is None:
             info = state.catalog.by_id.get(topic_id)
             if info is None:
@@ -169,6 +194,16 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
                                                     error_code=ke.UnknownTopicIdError.errno, error_message=None))
                 continue
             name = info.name
+        describable = not check or authorize(ctx, acl.DESCRIBE, acl.TOPIC, name)
+        if check and not authorize(ctx, acl.DELETE, acl.TOPIC, name) and (
+                by_id or not describable or state.catalog.get(name) is not None):
+            # as Kafka's controller: a name given and describable but unknown is UNKNOWN_TOPIC_OR_PARTITION;
+            # a topic given by id is named only to those who may DESCRIBE it
+            shown = name if not by_id or describable else None
+            results.append(DeletableTopicResult(name=shown, topic_id=topic_id,
+                                                error_code=ke.TopicAuthorizationFailedError.errno,
+                                                error_message="Topic authorization failed."))
+            continue
         if not state.config.delete_topic_enable:
             results.append(DeletableTopicResult(name=name, topic_id=topic_id,
                                                 error_code=ke.TopicDeletionDisabledError.errno, error_message=None))
@@ -189,7 +224,14 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     counts = Counter(t.name for t in req.topics)
     results = []
     added = 0  # partitions this request adds so far (Kafka's bound is on records per operation)
+    alterable = None
+    if state.authorizer is not None:  # ALTER on each topic (Kafka's controller: no cluster-wide grant)
+        alterable = authorized_names(ctx, acl.ALTER, acl.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
+        if alterable is not None and counts[t.name] == 1 and t.name not in alterable:
+            results.append(CreatePartitionsResult(name=t.name, error_code=ke.TopicAuthorizationFailedError.errno,
+                                                  error_message=None))
+            continue
         if counts[t.name] > 1:
             results.append(CreatePartitionsResult(name=t.name, error_code=INVALID_REQUEST,
                                                   error_message="Duplicate topic in request."))

@@ -16,6 +16,8 @@ import kafka.errors as ke
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from ...coordinator.txn_coordinator import GROUP_TOPIC, TRANSACTION_ABORTABLE
+from .. import acl
+from ..authorizer import authorize, authorized_names
 from ..context import RequestContext
 from ..registry import handles
 from .txn_common import INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION, unknown_partitions
@@ -48,11 +50,24 @@ def _response(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
 async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     state = ctx.broker
     version = ctx.api_version
+    denied_topics: set[str] = set()
+    if state.authorizer is not None:
+        everything = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        if not authorize(ctx, acl.WRITE, acl.TRANSACTIONAL_ID, req.transactional_id):
+            return _response({tp: ke.TransactionalIdAuthorizationFailedError.errno for tp in everything})
+        if not authorize(ctx, acl.READ, acl.GROUP, req.group_id):
+            return _response({tp: ke.GroupAuthorizationFailedError.errno for tp in everything})
+        names = [t.name for t in req.topics]
+        denied_topics = set(names) - authorized_names(ctx, acl.READ, acl.TOPIC, names)
     rows = [(t.name, p.partition_index, p.committed_offset,
              p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata)
             for t in req.topics for p in t.partitions]
+    errors: dict[tuple[str, int], int] = {}
+    if denied_topics:  # TOPIC_AUTHORIZATION_FAILED before the topic's existence, as Kafka
+        errors.update({(t, p): ke.TopicAuthorizationFailedError.errno for t, p, *_ in rows if t in denied_topics})
+        rows = [r for r in rows if r[0] not in denied_topics]
     unknown = unknown_partitions(state, [(t, p) for t, p, *_ in rows])
-    errors: dict[tuple[str, int], int] = {(t, p): UNKNOWN_TOPIC_OR_PARTITION for t, p in unknown}
+    errors.update({(t, p): UNKNOWN_TOPIC_OR_PARTITION for t, p in unknown})
     known = [r for r in rows if (r[0], r[1]) not in unknown]
     if known:
         group_tp = (GROUP_TOPIC, state.txns.group_partition(req.group_id))

@@ -6,8 +6,12 @@ downgrade) and `validate_only`; v0's `allow_downgrade` is ignored, as Kafka 4.3 
 type a v0 request leaves at its default: upgrade only)."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 
+from .. import acl
+from ..authorizer import authorize_cluster
 from ..context import RequestContext
 from ..features import UPGRADE, FeatureUpdate, FeatureUpdateError
 from ..registry import handles
@@ -25,6 +29,9 @@ def _updates(req: UpdateFeaturesRequest, version: int) -> list[FeatureUpdate]:
 @handles(UpdateFeaturesRequest, UpdateFeaturesResponse, 0, 2)
 async def handle_update_features(ctx: RequestContext, req: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
     version = ctx.api_version
+    if not authorize_cluster(ctx, acl.ALTER):
+        return UpdateFeaturesResponse(throttle_time_ms=0, error_code=ke.ClusterAuthorizationFailedError.errno,
+                                      error_message="Cluster authorization failed.", results=[])
     updates = _updates(req, version)
     try:
         ctx.broker.features.update(updates, validate_only=version >= 1 and req.validate_only)

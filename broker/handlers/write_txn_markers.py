@@ -4,8 +4,12 @@ than the producer's epoch (TV2, v2's transaction_version 2: not newer than it), 
 for an older coordinator epoch."""
 from __future__ import annotations
 
+import kafka.errors as ke
+
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
+from .. import acl
+from ..authorizer import authorize_cluster
 from ..context import RequestContext
 from ..registry import handles
 
@@ -16,6 +20,13 @@ PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 @handles(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2)
 async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not (authorize_cluster(ctx, acl.ALTER) or authorize_cluster(ctx, acl.CLUSTER_ACTION)):
+        # Kafka: ALTER or CLUSTER_ACTION on the cluster, else every partition CLUSTER_AUTHORIZATION_FAILED
+        code = ke.ClusterAuthorizationFailedError.errno
+        return WriteTxnMarkersResponse(markers=[MarkerResult(producer_id=m.producer_id, topics=[
+            TopicResult(name=t.name, partitions=[PartitionResult(partition_index=p, error_code=code)
+                                                 for p in t.partition_indexes]) for t in m.topics])
+            for m in req.markers])
     writer = ctx.broker.txns.markers
     markers = []
     for m in req.markers:

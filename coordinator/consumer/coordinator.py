@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import kafka.errors as ke
 
@@ -77,6 +77,9 @@ class HeartbeatRequestData:
     owned: Assignment | None = None
     client_id: str = ""
     client_host: str = ""
+    # the topics (of those given) this member may see; regex resolution keeps only these (Kafka 4.3
+    # filters resolved regexes by DESCRIBE with the heartbeat's principal); None = all
+    topic_filter: Callable[[Iterable[str]], set[str]] | None = None
 
 
 @dataclass
@@ -102,6 +105,8 @@ class ConsumerGroupCoordinator(ClassicMembers):
         self.configs = ConsumerGroupConfigs(settings, group_configs)
         self.groups: dict[str, ConsumerGroup] = {}
         self._regex_refreshed: dict[str, tuple[float, int]] = {}
+        # group id -> the topic filter of its latest heartbeat (what regex resolution applies)
+        self._topic_filters: dict[str, Callable[[Iterable[str]], set[str]]] = {}
         self._last_assignment: dict[str, float] = {}  # group id -> monotonic time of its last target
 
     # ============================================================== validation
@@ -151,6 +156,10 @@ class ConsumerGroupCoordinator(ClassicMembers):
         try:
             self._validate(req, api_version, settings)
             self.base._check_partition(req.group_id, create=True)
+            if req.topic_filter is not None:
+                self._topic_filters[req.group_id] = req.topic_filter
+            else:
+                self._topic_filters.pop(req.group_id, None)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(req)
             return self._heartbeat(req, api_version, settings)
@@ -473,9 +482,12 @@ class ConsumerGroupCoordinator(ClassicMembers):
             self.base._schedule(f"cg-regex-{group.group_id}", 0, self._resolve_later, group.group_id)
             return changed
         todo = regexes
+        visible = self._topic_filters.get(group.group_id)
         for regex in todo:
             matches = compile_topic_regex(regex)
             matched = frozenset(name for name, info in topics.items() if not info.internal and matches(name))
+            if visible is not None:
+                matched = frozenset(visible(matched))
             if group.resolved_regexes.get(regex) != matched:
                 group.resolved_regexes[regex] = matched
                 changed = True
@@ -688,6 +700,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
     def forget(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
         self._regex_refreshed.pop(group_id, None)
+        self._topic_filters.pop(group_id, None)
         self._last_assignment.pop(group_id, None)
         self.base._cancel(f"cg-regex-{group_id}")
         if group is not None:
