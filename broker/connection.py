@@ -95,15 +95,17 @@ class _ConnectionGone(Exception):
     """The transport closed while a response was being written."""
 
 
-def api_versions_list() -> list:
-    """Every API the broker serves (the static table: handler modules need not be imported)."""
+def api_versions_list(controller: bool = False) -> list:
+    """Every API the broker serves (the static table: handler modules need not be imported); on a
+    controller listener when `controller`."""
     return [ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-            for key, lo, hi in advertised_versions()]
+            for key, lo, hi in advertised_versions(controller)]
 
 
-def unsupported_api_versions_frame(correlation_id: int) -> bytes:
+def unsupported_api_versions_frame(correlation_id: int, controller: bool = False) -> bytes:
     """The v0-shaped ApiVersions answer for a version we do not know: error + our version list."""
-    body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=api_versions_list()).encode(version=0)
+    body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION,
+                               api_keys=api_versions_list(controller)).encode(version=0)
     return encode_response_frame(correlation_id, body, flexible_header=False)
 
 
@@ -133,6 +135,8 @@ class Connection(asyncio.BufferedProtocol):
         self.security_protocol = (state.config.security_protocols.get(listener, "PLAINTEXT")
                                   if state is not None else "PLAINTEXT")
         self.principal = "User:ANONYMOUS"  # replaced by TLS client certificates or SASL
+        # a controller listener (KRaft combined mode) serves registry.CONTROLLER_API_TABLE only
+        self.controller = state is not None and listener in getattr(state.config, "controller_listener_names", ())
         self.pool = registry.pool
         self.max_request = registry.max_request
         self.loop = asyncio.get_running_loop()
@@ -391,7 +395,7 @@ class Connection(asyncio.BufferedProtocol):
         except HeaderError as exc:
             raise CloseConnection(f"bad request header: {exc}") from None
         try:
-            spec = spec_for(header.api_key)  # imports the handler module on the API's first request
+            spec = spec_for(header.api_key, self.controller)  # imports the handler module on the API's first request
         except Exception as exc:  # our bug: the module does not import
             raise HandlerFailed(f"loading the handler for API key {header.api_key} failed: {exc!r}") from None
         if spec is None:
@@ -399,7 +403,7 @@ class Connection(asyncio.BufferedProtocol):
         version = header.api_version
         if not spec.min_version <= version <= spec.max_version:
             if header.api_key == API_VERSIONS_KEY:
-                return (unsupported_api_versions_frame(header.correlation_id),)
+                return (unsupported_api_versions_frame(header.correlation_id, self.controller),)
             raise CloseConnection(f"unsupported version {version} of API key {header.api_key}")
         flexible = spec.flexible(version)
         try:

@@ -58,6 +58,15 @@ class BeginQuorumEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class EndQuorumEpoch:
+    """A leader resigning (graceful shutdown): voters need not wait for the fetch timeout to elect
+    another; `preferred` ranks the successors (the most caught-up first), each waits by its rank."""
+    epoch: int
+    leader: int
+    preferred: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class FetchRequest:
     epoch: int
     replica: int
@@ -76,7 +85,7 @@ class FetchResponse:
     fenced: bool = False  # the request's epoch is stale (or the responder is no leader)
 
 
-Message = Union[VoteRequest, VoteResponse, BeginQuorumEpoch, FetchRequest, FetchResponse]
+Message = Union[VoteRequest, VoteResponse, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse]
 Outgoing = list[tuple[int, Message]]
 
 
@@ -151,6 +160,17 @@ class RaftNode:
         self._advance_high_watermark()
         return offset
 
+    def resign(self, now: int) -> Outgoing:
+        """Stop leading (shutdown): the EndQuorumEpoch to send to the other voters, most caught-up
+        first. This node stays in its epoch, unattached, and does not stand for election again
+        before an election timeout; [] unless leader."""
+        if self.role != LEADER:
+            return []
+        preferred = tuple(sorted(self._follower_end, key=lambda v: -self._follower_end[v]))
+        self._become_unattached(self.epoch, now, keep_vote=True)
+        msg = EndQuorumEpoch(self.epoch, self.id, preferred)
+        return [(v, msg) for v in self.voters if v != self.id]
+
     def tick(self, now: int) -> Outgoing:
         out: Outgoing = []
         if self.role == LEADER:
@@ -183,6 +203,14 @@ class RaftNode:
         if isinstance(msg, BeginQuorumEpoch):
             if msg.epoch > self.epoch or (msg.epoch == self.epoch and self.role != LEADER):
                 self._become_follower(msg.epoch, msg.leader, now)
+            return []
+        if isinstance(msg, EndQuorumEpoch):
+            if msg.epoch == self.epoch and self.role == FOLLOWER and self.leader == msg.leader:
+                rank = msg.preferred.index(self.id) if self.id in msg.preferred else len(msg.preferred)
+                # the first preferred successor campaigns at once, the others after a backoff each
+                backoff = rank * max(self.config.election_backoff_max_ms, 1)
+                self._become_unattached(self.epoch, now, keep_vote=True)
+                self._deadline = now + backoff
             return []
         raise TypeError(f"not a quorum message: {msg!r}")
 

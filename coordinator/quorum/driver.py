@@ -1,0 +1,231 @@
+"""The metadata quorum of one node over the wire: a RaftNode (raft.py) over FilePersistentState in
+`<log.dirs[0]>/__cluster_metadata-0/`, driven by the event loop.
+
+* **Time.** A tick task calls `node.tick(now)` every TICK_S (monotonic ms); nothing busy-waits.
+* **Outgoing.** Messages the core emits go to a per-peer sender task over a persistent connection to
+  that voter's controller endpoint (peer.py); at most one request in flight per peer, and per peer only
+  the newest message of each kind waits (an older Vote or Fetch is stale once a newer one exists). The
+  answer (VoteResponse, FetchResponse) is fed back into the core; a failed request is a lost message.
+* **Incoming.** The controller listener's handlers (broker/handlers/quorum.py) call `receive`; the
+  core's answer to the requester is the RPC's response, anything else it emits is sent as above.
+* **Cluster id** (issue 16): `cluster.id` if configured, else the id in this node's meta.properties,
+  else agreed through the quorum: a leader whose log holds no ClusterId record proposes one (the
+  configured/stored id, or a new random one) right after its epoch's LEADER_CHANGE entry; every node
+  adopts the id once that entry is committed and writes it to meta.properties. RPCs carry the
+  sender's known id and are refused with INCONSISTENT_CLUSTER_ID when both ids are known and differ.
+
+Entry payloads are generic JSON values; metadata records are dicts with a "type" (only "ClusterId"
+so far), so broker/topic records can be added without changing the log.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import wire
+from .peer import PeerClient, PeerError
+from .raft import (LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, Message, RaftConfig,
+                   RaftNode, VoteRequest, VoteResponse)
+from .store import FilePersistentState
+
+if TYPE_CHECKING:
+    from ...broker.config import QuorumConfig
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.015
+METADATA_DIR = "__cluster_metadata-0"
+CLUSTER_ID_RECORD = "ClusterId"
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class QuorumDriver:
+    def __init__(self, node_id: int, quorum: "QuorumConfig", log_dir: Path, cluster_id: str | None,
+                 on_cluster_id=None) -> None:
+        self.id = node_id
+        self.quorum = quorum
+        self.cluster_id = cluster_id
+        self._on_cluster_id = on_cluster_id
+        self.persistent = FilePersistentState(log_dir / METADATA_DIR)
+        config = RaftConfig(fetch_timeout_ms=quorum.fetch_timeout_ms, election_timeout_ms=quorum.election_timeout_ms,
+                            election_backoff_max_ms=quorum.election_backoff_max_ms)
+        self.node = RaftNode(node_id, tuple(quorum.voters), self.persistent, config, random.Random(), _now_ms())
+        self.peers = {v: PeerClient(v, host, port, f"raft-client-{node_id}", quorum.request_timeout_ms / 1000,
+                                    quorum.retry_backoff_ms / 1000)
+                      for v, (host, port) in quorum.voters.items() if v != node_id}
+        self._pending: dict[int, dict[type, Message]] = {v: {} for v in self.peers}
+        self._wakeup = {v: asyncio.Event() for v in self.peers}
+        self._tasks: list[asyncio.Task] = []
+        self._applied = 0
+        self._last_role = (None, -1)
+        self._checked_epoch = -1  # the epoch in which this node (as leader) made sure a ClusterId record exists
+        # leader's view for DescribeQuorum: voter -> (log end offset, last fetch wall ms, last caught-up wall ms)
+        self.follower_state: dict[int, tuple[int, int, int]] = {}
+
+    # -- life cycle -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._tick_loop(), name="quorum-tick"))
+        for v in self.peers:
+            self._tasks.append(asyncio.create_task(self._sender(v), name=f"quorum-peer-{v}"))
+        log.info("metadata quorum: node %d of voters %s, epoch %d, log end %d", self.id,
+                 ",".join(map(str, sorted(self.quorum.voters))), self.node.epoch, self.node.log.end_offset)
+
+    async def stop(self, resign_timeout_s: float = 1.0) -> None:
+        """Resign if leader (EndQuorumEpoch to the others, waited for at most `resign_timeout_s`),
+        stop the tasks, close the log."""
+        out = self.node.resign(_now_ms())
+        if out:
+            log.info("metadata quorum: resigning leadership of epoch %d", self.node.epoch)
+            sends = [self._send_end(dst, msg) for dst, msg in out if isinstance(msg, EndQuorumEpoch)]
+            await asyncio.wait([asyncio.ensure_future(s) for s in sends], timeout=resign_timeout_s)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for peer in self.peers.values():
+            peer.close()
+        self.persistent.close()
+
+    # -- the core -------------------------------------------------------------------------------------
+    def receive(self, msg: Message, reply_type: type | None = None) -> Message | None:
+        """Feed `msg` to the core; the core's message of `reply_type` to the sender (the RPC's answer),
+        the rest sent to the peers."""
+        out = self.node.receive(msg, _now_ms())
+        reply = None
+        sender = getattr(msg, "candidate", None) if isinstance(msg, VoteRequest) else getattr(msg, "replica", None)
+        rest = []
+        for dst, m in out:
+            if reply is None and reply_type is not None and isinstance(m, reply_type) and dst == sender:
+                reply = m
+            else:
+                rest.append((dst, m))
+        if isinstance(msg, FetchRequest) and reply is not None and self.node.role == LEADER:
+            wall = int(time.time() * 1000)
+            caught_up = msg.fetch_offset >= self.node.log.end_offset
+            prev = self.follower_state.get(msg.replica, (-1, -1, -1))
+            self.follower_state[msg.replica] = (msg.fetch_offset, wall, wall if caught_up else prev[2])
+        self._dispatch(rest)
+        self._after_step()
+        return reply
+
+    def _dispatch(self, out: list[tuple[int, Message]]) -> None:
+        for dst, msg in out:
+            if dst in self._pending:
+                self._pending[dst][type(msg)] = msg
+                self._wakeup[dst].set()
+
+    def _after_step(self) -> None:
+        node = self.node
+        role = (node.role, node.epoch)
+        if role != self._last_role:
+            self._last_role = role
+            log.info("metadata quorum: node %d is %s in epoch %d (leader %s)", self.id, node.role, node.epoch,
+                     node.leader)
+            if node.role == LEADER:
+                self.follower_state = {}
+        if node.role == LEADER and self._checked_epoch != node.epoch:
+            self._checked_epoch = node.epoch
+            if not any(_is_cluster_id(e.payload) for e in node.log.entries):
+                node.propose({"type": CLUSTER_ID_RECORD, "clusterId": self.cluster_id or _new_cluster_id()})
+        while self._applied < node.high_watermark:
+            payload = node.log.entries[self._applied].payload
+            self._applied += 1
+            if _is_cluster_id(payload):
+                agreed = payload["clusterId"]
+                if self.cluster_id is None:
+                    self.cluster_id = agreed
+                    log.info("metadata quorum: cluster id %s agreed", agreed)
+                    if self._on_cluster_id is not None:
+                        self._on_cluster_id(agreed)
+                elif agreed != self.cluster_id:
+                    log.error("metadata quorum: the quorum's cluster id is %s but this node's is %s", agreed,
+                              self.cluster_id)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            try:
+                self._dispatch(self.node.tick(_now_ms()))
+                self._after_step()
+            except Exception:
+                log.exception("metadata quorum: tick failed")
+            await asyncio.sleep(TICK_S)
+
+    # -- peers ----------------------------------------------------------------------------------------
+    async def _sender(self, v: int) -> None:
+        pending, wakeup = self._pending[v], self._wakeup[v]
+        while True:
+            await wakeup.wait()
+            wakeup.clear()
+            while pending:
+                kind = next(iter(pending))
+                msg = pending.pop(kind)
+                try:
+                    await self._send(v, msg)
+                except PeerError as exc:
+                    log.debug("metadata quorum: %s to node %d lost: %s", type(msg).__name__, v, exc)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("metadata quorum: sending %s to node %d failed", type(msg).__name__, v)
+
+    async def _send(self, v: int, msg: Message) -> None:
+        from ...protocol import messages as m
+        peer = self.peers[v]
+        if isinstance(msg, VoteRequest):
+            resp = await peer.request(wire.vote_request(msg, v, self.cluster_id), wire.VOTE_VERSION, m.VoteResponse)
+            answer: Message | None = wire.from_vote_response(resp, v)
+        elif isinstance(msg, FetchRequest):
+            from kafka.protocol.consumer import FetchResponse as KFetchResponse
+            resp = await peer.request(wire.fetch_request(msg, self.cluster_id), wire.FETCH_VERSION, KFetchResponse)
+            answer = wire.from_fetch_response(resp, msg.fetch_offset)
+        elif isinstance(msg, BeginQuorumEpoch):
+            await peer.request(wire.begin_request(msg, v, self.cluster_id), wire.BEGIN_VERSION,
+                               m.BeginQuorumEpochResponse)
+            return
+        elif isinstance(msg, EndQuorumEpoch):
+            await self._send_end(v, msg)
+            return
+        else:  # VoteResponse/FetchResponse are answers, never sent on their own
+            return
+        if answer is not None:
+            self._dispatch(self.node.receive(answer, _now_ms()))
+            self._after_step()
+
+    async def _send_end(self, v: int, msg: EndQuorumEpoch) -> None:
+        from ...protocol import messages as m
+        try:
+            await self.peers[v].request(wire.end_request(msg, self.cluster_id), wire.END_VERSION,
+                                        m.EndQuorumEpochResponse)
+        except PeerError:
+            pass
+
+    # -- views ----------------------------------------------------------------------------------------
+    def cluster_id_conflicts(self, theirs: str | None) -> bool:
+        return bool(theirs) and self.cluster_id is not None and theirs != self.cluster_id
+
+    def status(self) -> dict[str, Any]:
+        n = self.node
+        return {"node": self.id, "role": n.role, "epoch": n.epoch, "leader": n.leader,
+                "high_watermark": n.high_watermark, "log_end_offset": n.log.end_offset}
+
+
+def _is_cluster_id(payload: Any) -> bool:
+    return isinstance(payload, dict) and payload.get("type") == CLUSTER_ID_RECORD
+
+
+def _new_cluster_id() -> str:
+    from ...broker.meta_properties import new_cluster_id
+    return new_cluster_id()
+
+
+__all__ = ["QuorumDriver", "FetchResponse", "VoteResponse"]
