@@ -132,6 +132,7 @@ class RaftNode:
         self._epoch_start = 0  # leader: offset of its LEADER_CHANGE entry
         self._deadline = now + self._election_timeout()
         self._next_fetch = 0
+        self._next_begin = 0  # leader: when BeginQuorumEpoch goes again to voters that have not fetched
         self._fetch_inflight = False
 
     # -- views ----------------------------------------------------------------------------------------
@@ -180,6 +181,13 @@ class RaftNode:
                     self._become_unattached(self.epoch, now, keep_vote=True)
                     return out
                 self._deadline = now + self.config.fetch_timeout_ms
+            if now >= self._next_begin:  # KRaft: repeat BeginQuorumEpoch to voters that do not fetch
+                # (a restarted or cut-off voter learns the leader before it would stand for election)
+                every = max(1, self.config.election_timeout_ms // 2)
+                self._next_begin = now + every
+                msg = BeginQuorumEpoch(self.epoch, self.id)
+                out.extend((v, msg) for v in self.voters
+                           if v != self.id and now - self._fetched_at.get(v, now - every) >= every)
             return out
         if now >= self._deadline:
             return self._start_election(now)
@@ -253,6 +261,7 @@ class RaftNode:
         self._follower_end = {v: 0 for v in self.voters if v != self.id}
         self._fetched_at = {}
         self._deadline = now + self.config.fetch_timeout_ms
+        self._next_begin = now + max(1, self.config.election_timeout_ms // 2)
         self._advance_high_watermark()
         msg = BeginQuorumEpoch(self.epoch, self.id)
         return [(v, msg) for v in self.voters if v != self.id]
@@ -282,6 +291,9 @@ class RaftNode:
     def _on_vote_response(self, resp: VoteResponse, now: int) -> Outgoing:
         if resp.epoch > self.epoch:
             self._observe_epoch(resp.epoch, resp.leader, now)
+            return []
+        if self.role == CANDIDATE and resp.epoch == self.epoch and resp.leader not in (None, self.id):
+            self._become_follower(resp.epoch, resp.leader, now)  # this epoch already has its leader
             return []
         if self.role != CANDIDATE or resp.epoch < self.epoch or not resp.granted:
             return []

@@ -114,11 +114,39 @@ def test_stale_leader_is_fenced_and_its_uncommitted_entries_truncated():
     assert nodes[1].committed() == nodes[2].committed()
 
 
+def test_a_restarted_voter_learns_the_leader_from_a_repeated_begin_quorum_epoch():
+    nodes = three()
+    elect(nodes, 1, 0)
+    replicate(nodes, 10)
+    nodes[3] = RaftNode(3, (1, 2, 3), nodes[3].p, CONFIG, now=20)  # restart: persistent state only
+    deliver(nodes, nodes[2].tick(260), 260)  # node 2 keeps fetching; node 3 does not
+    out = nodes[1].tick(300)
+    assert [(d, type(m)) for d, m in out] == [(3, BeginQuorumEpoch)]
+    deliver(nodes, out, 300)
+    assert nodes[3].role == FOLLOWER and nodes[3].leader == 1 and nodes[3].epoch == 1
+
+
+def test_a_candidate_in_an_epoch_that_has_a_leader_follows_it():
+    """A voter cut off during an election campaigns in the epoch just won by another: the answer
+    naming that epoch's leader makes it a follower (no second election, no disruption)."""
+    nodes = three()
+    elect(nodes, 1, 0)
+    late = RaftNode(3, (1, 2, 3), PersistentState(), CONFIG)
+    late._deadline = 0
+    (dst, req), _ = late.tick(0)
+    assert req.epoch == 1 and late.role == CANDIDATE
+    (_, resp), = nodes[dst].receive(req, 5)
+    assert not resp.granted and resp.leader == 1
+    late.receive(resp, 5)
+    assert late.role == FOLLOWER and late.leader == 1 and late.epoch == 1
+
+
 def test_cut_off_leader_resigns_after_the_fetch_timeout():
     nodes = three()
     elect(nodes, 1, 0)
     replicate(nodes, 10)
-    assert nodes[1].tick(900) == [] and nodes[1].role == LEADER
+    out = nodes[1].tick(900)  # silent voters get BeginQuorumEpoch again, nothing else
+    assert nodes[1].role == LEADER and out and all(isinstance(m, BeginQuorumEpoch) for _, m in out)
     nodes[1].tick(2100)  # nobody fetched for more than fetch_timeout_ms
     assert nodes[1].role == UNATTACHED and nodes[1].propose("x") is None
 
