@@ -75,7 +75,8 @@ OPEN_WORKERS = 2
 TopicPartition = tuple[str, int]
 
 
-# the metadata quorum's log (coordinator/quorum/store.py), as Kafka names it; not a partition log
+# the metadata quorum's log (coordinator/quorum/store.py, which creates quorum.log in it), as Kafka
+# names it; not a partition log
 METADATA_LOG_DIR = "__cluster_metadata-0"
 
 
@@ -183,7 +184,7 @@ class LogManager:
                     log.debug("removing deleted partition directory %s", path)
                     shutil.rmtree(path, ignore_errors=True)
                     continue
-                if name.endswith(STRAY_DIR_SUFFIX) or name == METADATA_LOG_DIR:
+                if name.endswith(STRAY_DIR_SUFFIX) or (name == METADATA_LOG_DIR and (path / "quorum.log").exists()):
                     continue
                 try:
                     topic, partition = parse_partition_dir(name)
