@@ -172,6 +172,53 @@ def test_a_leader_that_shuts_down_hands_over_at_once(cluster):
     assert "resigning leadership" in cluster.nodes[leader].log_path.read_text()
 
 
+def test_a_full_restart_keeps_the_log_and_the_cluster_id(cluster):
+    leader, epoch = cluster.agreed_leader(cluster.ids)
+    wait_until(lambda: all((node.data_dir / "meta.properties").exists() for node in cluster.nodes.values()),
+               what="every node recorded the agreed cluster id")
+    hw = cluster.describe(leader)[3]
+    metas = {n: (node.data_dir / "meta.properties").read_text() for n, node in cluster.nodes.items()}
+    for node in cluster.nodes.values():
+        assert node.stop() == 0
+    cluster.start()
+    new_leader, new_epoch = cluster.agreed_leader(cluster.ids, newer_than=epoch)
+    caught_up = wait_until(lambda: (lambda d: d[3] > hw and all(e == d[3] for e in d[4].values()) and d[3])(
+        cluster.describe(new_leader)), what="the new epoch's entry committed everywhere")
+    assert {n: (node.data_dir / "meta.properties").read_text() for n, node in cluster.nodes.items()} == metas
+    for node in cluster.nodes.values():
+        assert node.stop() == 0
+    from minikafka.coordinator.quorum.store import FilePersistentState
+    logs = []
+    for node in cluster.nodes.values():
+        p = FilePersistentState(node.data_dir / "__cluster_metadata-0")
+        logs.append(p.log.entries)
+        p.close()
+    # what every voter had fetched is the same everywhere (stopping may add hand-over epochs after it)
+    assert logs[0][:caught_up] == logs[1][:caught_up] == logs[2][:caught_up] and len(logs[0]) >= caught_up
+    assert [e.payload["type"] for e in logs[0] if isinstance(e.payload, dict)] == ["ClusterId"]
+    assert [e.epoch for e in logs[0]] == sorted(e.epoch for e in logs[0]) and logs[0][-1].epoch >= new_epoch
+
+
+def test_quorum_rpcs_are_refused_from_another_cluster_and_on_broker_listeners(cluster):
+    from minikafka.coordinator.quorum import wire
+    from minikafka.coordinator.quorum.raft import VoteRequest
+    from minikafka.protocol.messages import VoteRequest as KVoteRequest, VoteResponse as KVoteResponse
+    leader, epoch = cluster.agreed_leader(cluster.ids)
+    follower = next(n for n in cluster.ids if n != leader)
+    wait_until(lambda: (cluster.nodes[follower].data_dir / "meta.properties").exists(), what="cluster id agreed")
+    stale = VoteRequest(epoch, 99, 0, 0)
+    with RawClient(f"127.0.0.1:{cluster.controller_ports[follower]}") as c:
+        resp = c.request(wire.vote_request(stale, follower, "another-cluster"), 1, KVoteResponse)
+        assert resp.error_code == wire.INCONSISTENT_CLUSTER_ID
+        resp = c.request(wire.vote_request(stale, follower, None), 1, KVoteResponse)  # no id: Kafka accepts it
+        part = resp.topics[0].partitions[0]
+        assert (part.vote_granted, part.leader_id, part.leader_epoch) == (False, leader, epoch)
+    with RawClient(cluster.nodes[follower].bootstrap) as c:  # Vote is no API of a broker listener
+        c.send(wire.vote_request(stale, follower, None), 1)
+        assert c.closed_by_peer()
+    assert cluster.agreed_leader(cluster.ids) == (leader, epoch)  # nothing changed
+
+
 def test_kafka_metadata_quorum_describes_the_quorum(cluster):
     lab = pytest.importorskip("scripts.apache_kafka")
     leader, epoch = cluster.agreed_leader(cluster.ids)
