@@ -25,6 +25,7 @@ from ..registry import handles
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 BROKER_NOT_AVAILABLE = 8
+MAX_WAIT_MS = 1000  # the longest a quorum Fetch is held (a request's MaxWaitMs is capped to it)
 
 
 def _driver(ctx: RequestContext):
@@ -77,6 +78,19 @@ async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchRe
     if error:
         return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[], node_endpoints=[])
     reply = driver.receive(msg, CoreFetchResponse)
+    # long poll (Kafka's MaxWaitMs): an answer with nothing new for the follower (no entries, the high
+    # watermark it was last told) waits for news — an entry, a higher high watermark, another epoch —
+    # and the fetch is then answered afresh (the core's handling of a fetch is idempotent)
+    deadline = time.monotonic() + min(max(req.max_wait_ms, 0), MAX_WAIT_MS) / 1000
+    told = driver.told_high_watermark
+    while (reply is not None and not reply.fenced and not reply.entries and reply.diverging is None
+           and reply.high_watermark == told.get(msg.replica)):
+        left = deadline - time.monotonic()
+        if left <= 0 or not await driver.wait_for_change(left):
+            break
+        reply = driver.receive(msg, CoreFetchResponse)
+    if reply is not None and not reply.fenced:
+        told[msg.replica] = reply.high_watermark
     if reply is None:  # the core always answers a fetch; be safe
         reply = CoreFetchResponse(driver.node.epoch, driver.node.leader, fenced=True)
     return wire.fetch_response(reply, msg.epoch)

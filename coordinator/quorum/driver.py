@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TICK_S = 0.015
+TICK_S = 0.01  # the shortest pause between two ticks
+MAX_SLEEP_S = 0.5  # the longest
+FETCH_MAX_WAIT_MS = 500
 METADATA_DIR = "__cluster_metadata-0"
 CLUSTER_ID_RECORD = "ClusterId"
 
@@ -57,6 +59,9 @@ class QuorumDriver:
         config = RaftConfig(fetch_timeout_ms=quorum.fetch_timeout_ms, election_timeout_ms=quorum.election_timeout_ms,
                             election_backoff_max_ms=quorum.election_backoff_max_ms)
         self.node = RaftNode(node_id, tuple(quorum.voters), self.persistent, config, random.Random(), _now_ms())
+        # followers long-poll (Kafka's raft fetches wait up to 500 ms); well inside the fetch timeout
+        self.fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS, quorum.fetch_timeout_ms // 4,
+                                     quorum.request_timeout_ms // 2)
         self.peers = {v: PeerClient(v, host, port, f"raft-client-{node_id}", quorum.request_timeout_ms / 1000,
                                     quorum.retry_backoff_ms / 1000)
                       for v, (host, port) in quorum.voters.items() if v != node_id}
@@ -65,9 +70,14 @@ class QuorumDriver:
         self._tasks: list[asyncio.Task] = []
         self._applied = 0
         self._last_role = (None, -1)
+        self._poke = asyncio.Event()  # set after every step of the core: the tick loop looks again
+        self._changed: asyncio.Future | None = None  # resolved when the log end, HW, epoch or role changes
+        self._seen: tuple = ()
         self._checked_epoch = -1  # the epoch in which this node (as leader) made sure a ClusterId record exists
         # leader's view for DescribeQuorum: voter -> (log end offset, last fetch wall ms, last caught-up wall ms)
         self.follower_state: dict[int, tuple[int, int, int]] = {}
+        # leader: the high watermark each follower was last answered (a fetch with nothing newer long-polls)
+        self.told_high_watermark: dict[int, int] = {}
 
     # -- life cycle -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -133,10 +143,32 @@ class QuorumDriver:
                      node.leader)
             if node.role == LEADER:
                 self.follower_state = {}
+                self.told_high_watermark = {}
         if node.role == LEADER and self._checked_epoch != node.epoch:
             self._checked_epoch = node.epoch
             if not any(_is_cluster_id(e.payload) for e in node.log.entries):
                 node.propose({"type": CLUSTER_ID_RECORD, "clusterId": self.cluster_id or _new_cluster_id()})
+        self._apply_committed()
+        self._poke.set()
+        seen = (node.log.end_offset, node.high_watermark, node.epoch, node.role)
+        if seen != self._seen:
+            self._seen = seen
+            if self._changed is not None and not self._changed.done():
+                self._changed.set_result(None)
+            self._changed = None
+
+    async def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait until the log end, high watermark, epoch or role changes (True) or `timeout_s` passes."""
+        if self._changed is None:
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def _apply_committed(self) -> None:
+        node = self.node
         while self._applied < node.high_watermark:
             payload = node.log.entries[self._applied].payload
             self._applied += 1
@@ -152,13 +184,24 @@ class QuorumDriver:
                               self.cluster_id)
 
     async def _tick_loop(self) -> None:
+        """Tick the core when it has something to do (`next_wakeup`), or after any step that may have
+        changed that (`_poke`); never more often than every TICK_S, at least every MAX_SLEEP_S."""
         while True:
             try:
                 self._dispatch(self.node.tick(_now_ms()))
                 self._after_step()
+                delay = (self.node.next_wakeup() - _now_ms()) / 1000
             except Exception:
                 log.exception("metadata quorum: tick failed")
+                delay = TICK_S
+            self._poke.clear()
             await asyncio.sleep(TICK_S)
+            delay = min(MAX_SLEEP_S, delay - TICK_S)
+            if delay > 0 and not self._poke.is_set():
+                try:
+                    await asyncio.wait_for(self._poke.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
 
     # -- peers ----------------------------------------------------------------------------------------
     async def _sender(self, v: int) -> None:
@@ -186,7 +229,8 @@ class QuorumDriver:
             answer: Message | None = wire.from_vote_response(resp, v)
         elif isinstance(msg, FetchRequest):
             from kafka.protocol.consumer import FetchResponse as KFetchResponse
-            resp = await peer.request(wire.fetch_request(msg, self.cluster_id), wire.FETCH_VERSION, KFetchResponse)
+            resp = await peer.request(wire.fetch_request(msg, self.cluster_id, self.fetch_max_wait_ms),
+                                      wire.FETCH_VERSION, KFetchResponse)
             answer = wire.from_fetch_response(resp, msg.fetch_offset)
         elif isinstance(msg, BeginQuorumEpoch):
             await peer.request(wire.begin_request(msg, v, self.cluster_id), wire.BEGIN_VERSION,

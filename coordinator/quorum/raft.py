@@ -172,6 +172,17 @@ class RaftNode:
         msg = EndQuorumEpoch(self.epoch, self.id, preferred)
         return [(v, msg) for v in self.voters if v != self.id]
 
+    def next_wakeup(self) -> int:
+        """The earliest time at which `tick` may do anything: ticking earlier returns [] and changes
+        nothing, so a driver may sleep until then (or until a message arrives)."""
+        if self.role == LEADER:
+            return min(self._deadline, self._next_begin)
+        wake = self._deadline
+        if self.role == FOLLOWER and self.leader is not None:
+            wake = min(wake, self._next_fetch if not self._fetch_inflight
+                       else self._next_fetch + self.config.fetch_timeout_ms)
+        return wake
+
     def tick(self, now: int) -> Outgoing:
         out: Outgoing = []
         if self.role == LEADER:

@@ -142,14 +142,14 @@ def _our_partition(msg: Any) -> Any:
 
 
 # -- Fetch ------------------------------------------------------------------------------------------------
-def fetch_request(msg: FetchRequest, cluster_id: str | None) -> Any:
+def fetch_request(msg: FetchRequest, cluster_id: str | None, max_wait_ms: int = 0) -> Any:
     from kafka.protocol.consumer import FetchRequest as KFetchRequest
     part = KFetchRequest.FetchTopic.FetchPartition(
         partition=METADATA_PARTITION, current_leader_epoch=msg.epoch, fetch_offset=msg.fetch_offset,
         last_fetched_epoch=msg.last_fetched_epoch, log_start_offset=-1, partition_max_bytes=FETCH_MAX_BYTES)
     return KFetchRequest(cluster_id=cluster_id, replica_state=KFetchRequest.ReplicaState(replica_id=msg.replica,
                                                                                          replica_epoch=-1),
-                         max_wait_ms=0, min_bytes=0, max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0,
+                         max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0,
                          session_epoch=-1, forgotten_topics_data=[], rack_id="",
                          topics=[KFetchRequest.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[part])])
 

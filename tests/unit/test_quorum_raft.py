@@ -229,3 +229,24 @@ def test_entries_of_an_older_epoch_commit_only_under_one_of_the_leaders_own():
     assert nodes[1].high_watermark <= 2, "x counted as committed before an epoch-4 entry is on a majority"
     replicate(up, 30, rounds=2)
     assert nodes[1].high_watermark == 4  # now LC4 (and x beneath it) are on a majority
+
+
+def test_tick_before_next_wakeup_does_nothing():
+    """A driver may sleep until `next_wakeup()`: at every step of a faulty simulation, ticking any node
+    (a copy) at any earlier time returns nothing and changes neither role, epoch nor leader."""
+    import copy
+    sim = Sim(seed=7)
+    checked = 0
+    for _ in range(400):
+        sim.step()
+        for n in sim.nodes.values():
+            if n is None:
+                continue
+            wake = n.next_wakeup()
+            for t in {sim.now, (sim.now + wake) // 2, wake - 1}:
+                if t < wake:
+                    c = copy.deepcopy(n)
+                    assert c.tick(t) == [] and (c.role, c.epoch, c.leader) == (n.role, n.epoch, n.leader)
+                    checked += 1
+        sim._maybe_fault()
+    assert checked > 500
