@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.01  # the shortest pause between two ticks
 MAX_SLEEP_S = 0.5  # the longest
+STOP_WAIT_S = 1.0
 FETCH_MAX_WAIT_MS = 500
 METADATA_DIR = "__cluster_metadata-0"
 CLUSTER_ID_RECORD = "ClusterId"
@@ -68,6 +69,7 @@ class QuorumDriver:
         self._pending: dict[int, dict[type, Message]] = {v: {} for v in self.peers}
         self._wakeup = {v: asyncio.Event() for v in self.peers}
         self._tasks: list[asyncio.Task] = []
+        self._stopped = False
         self._applied = 0
         self._last_role = (None, -1)
         self._poke = asyncio.Event()  # set after every step of the core: the tick loop looks again
@@ -95,13 +97,16 @@ class QuorumDriver:
             log.info("metadata quorum: resigning leadership of epoch %d", self.node.epoch)
             sends = [self._send_end(dst, msg) for dst, msg in out if isinstance(msg, EndQuorumEpoch)]
             await asyncio.wait([asyncio.ensure_future(s) for s in sends], timeout=resign_timeout_s)
+        self._stopped = True  # the loops end on their own too (a cancellation can be lost, gh-86296)
+        self._poke.set()
+        for event in self._wakeup.values():
+            event.set()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        if self._tasks:
+            _done, stuck = await asyncio.wait(self._tasks, timeout=STOP_WAIT_S)
+            if stuck:
+                log.warning("metadata quorum: %d task(s) did not stop within %.0f s", len(stuck), STOP_WAIT_S)
         for peer in self.peers.values():
             peer.close()
         self.persistent.close()
@@ -186,7 +191,7 @@ class QuorumDriver:
     async def _tick_loop(self) -> None:
         """Tick the core when it has something to do (`next_wakeup`), or after any step that may have
         changed that (`_poke`); never more often than every TICK_S, at least every MAX_SLEEP_S."""
-        while True:
+        while not self._stopped:
             try:
                 self._dispatch(self.node.tick(_now_ms()))
                 self._after_step()
@@ -206,10 +211,10 @@ class QuorumDriver:
     # -- peers ----------------------------------------------------------------------------------------
     async def _sender(self, v: int) -> None:
         pending, wakeup = self._pending[v], self._wakeup[v]
-        while True:
+        while not self._stopped:
             await wakeup.wait()
             wakeup.clear()
-            while pending:
+            while pending and not self._stopped:
                 kind = next(iter(pending))
                 msg = pending.pop(kind)
                 try:

@@ -36,10 +36,16 @@ class PeerClient:
     async def request(self, req: Any, version: int, response_class: type) -> Any:
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._roundtrip(req, version, response_class), self.request_timeout_s)
+                resp = await asyncio.wait_for(self._roundtrip(req, version, response_class), self.request_timeout_s)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, PeerError) as exc:
                 self._fail()
                 raise PeerError(f"node {self.node_id} ({self.host}:{self.port}): {exc!r}") from None
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Python 3.11's wait_for returns the result when the inner call finishes as the task is
+                # cancelled, and the cancellation is lost (gh-86296): deliver it here
+                raise asyncio.CancelledError()
+            return resp
 
     async def _roundtrip(self, req: Any, version: int, response_class: type) -> Any:
         if self._writer is None:

@@ -160,6 +160,10 @@ def test_a_paused_leader_is_replaced_and_steps_down_when_it_resumes(cluster):
     # the old leader notices (check quorum, or the newer epoch in any answer) and follows the new one
     assert cluster.agreed_leader(cluster.ids, newer_than=epoch) == (new_leader, new_epoch)
     assert_one_leader_per_epoch(cluster)
+    t0 = time.monotonic()
+    for n in [leader] + rest:  # and every node shuts down cleanly at once (no watchdog exit)
+        assert cluster.nodes[n].stop() == 0, n
+    assert time.monotonic() - t0 < 6.0
 
 
 def test_a_leader_that_shuts_down_hands_over_at_once(cluster):
