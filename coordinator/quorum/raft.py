@@ -354,8 +354,7 @@ class RaftNode:
             return []
         if resp.base_offset != log.end_offset:
             return []  # an answer to an older fetch
-        for entry in resp.entries:
-            log.append(entry)
+        log.extend(resp.entries)
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, log.end_offset))
         if resp.entries:
             self._next_fetch = now  # more may be waiting
