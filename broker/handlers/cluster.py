@@ -9,7 +9,6 @@ from ..authorized_operations import CLUSTER_OPERATIONS
 from ..context import RequestContext
 from ..registry import handles
 
-INVALID_REQUEST = 42
 BROKERS_ENDPOINT = 1
 CONTROLLERS_ENDPOINT = 2
 MISMATCHED_ENDPOINT_TYPE = 114
@@ -22,9 +21,11 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
     endpoint_type = req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT
     if ctx.listener in state.config.controller_listener_names:
         return _controllers(ctx, req, endpoint_type)
-    if endpoint_type != BROKERS_ENDPOINT:
-        return DescribeClusterResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
-                                       error_message="only broker endpoints are served", endpoint_type=endpoint_type,
+    if endpoint_type != BROKERS_ENDPOINT:  # Kafka 4.3's answer on a broker listener
+        return DescribeClusterResponse(throttle_time_ms=0, error_code=MISMATCHED_ENDPOINT_TYPE,
+                                       error_message="The request was sent to an endpoint of type BROKER, but we "
+                                                     "wanted an endpoint of type CONTROLLER",
+                                       endpoint_type=endpoint_type,
                                        cluster_id=state.cluster_id or "", controller_id=-1, brokers=[])
     broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=state.node_id, host=adv.host, port=adv.port,
                                                            rack=None, is_fenced=False)

@@ -4,7 +4,7 @@ BeginQuorumEpoch, EndQuorumEpoch, Fetch of `__cluster_metadata`-0, and DescribeQ
 (coordinator/quorum/wire.py) and fed to this node's QuorumDriver; the core's answer is the response.
 
 Kafka's checks first: a request naming another topic/partition is answered UNKNOWN_TOPIC_OR_PARTITION
-(Vote/Begin/End/DescribeQuorum: at the top level), a cluster id that differs from ours
+(Vote/Begin/End at the top level, DescribeQuorum per partition as Kafka 4.3), a cluster id that differs from ours
 INCONSISTENT_CLUSTER_ID. DescribeQuorum on a non-leader answers NOT_LEADER_OR_FOLLOWER, as Kafka's
 KafkaRaftClient does, but (minikafka) also fills in the leader id and epoch this node knows.
 """
@@ -99,13 +99,19 @@ async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchRe
 @handles(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2, controller=True)
 async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
     driver = _driver(ctx)
+    P = DescribeQuorumResponse.TopicData.PartitionData
     ours = any(t.topic_name == wire.METADATA_TOPIC and any(p.partition_index == wire.METADATA_PARTITION
                                                             for p in t.partitions) for t in req.topics or ())
-    if driver is None or not ours:
-        return DescribeQuorumResponse(error_code=BROKER_NOT_AVAILABLE if driver is None else UNKNOWN_TOPIC_OR_PARTITION,
-                                      error_message=None, topics=[], nodes=[])
+    if driver is None:
+        return DescribeQuorumResponse(error_code=BROKER_NOT_AVAILABLE, error_message="", topics=[], nodes=[])
+    if not ours:  # as Kafka 4.3: each partition asked for is answered UNKNOWN_TOPIC_OR_PARTITION
+        return DescribeQuorumResponse(error_code=0, error_message="", nodes=[], topics=[
+            DescribeQuorumResponse.TopicData(topic_name=t.topic_name, partitions=[
+                P(partition_index=p.partition_index, error_code=UNKNOWN_TOPIC_OR_PARTITION,
+                  error_message="This server does not host this topic-partition.", leader_id=0, leader_epoch=0,
+                  high_watermark=0, current_voters=[], observers=[]) for p in t.partitions])
+            for t in req.topics or ()])
     node = driver.node
-    P = DescribeQuorumResponse.TopicData.PartitionData
     R = P.ReplicaState
     voters = []
     if node.role == LEADER:
@@ -118,7 +124,7 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
                 end, fetched, caught_up = driver.follower_state.get(v, (-1, -1, -1))
                 voters.append(R(replica_id=v, replica_directory_id=None, log_end_offset=end,
                                 last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up))
-        error, message = 0, None
+        error, message = 0, ""
     else:
         error, message = NOT_LEADER_OR_FOLLOWER, "This node is not the leader of the metadata quorum"
     part = P(partition_index=wire.METADATA_PARTITION, error_code=error, error_message=message,
@@ -128,5 +134,5 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
     nodes = [DescribeQuorumResponse.Node(node_id=v, listeners=[DescribeQuorumResponse.Node.Listener(
                  name=listener, host=host, port=port)])
              for v, (host, port) in sorted(driver.quorum.voters.items())] if node.role == LEADER else []
-    return DescribeQuorumResponse(error_code=0, error_message=None, nodes=nodes, topics=[
+    return DescribeQuorumResponse(error_code=0, error_message="", nodes=nodes, topics=[
         DescribeQuorumResponse.TopicData(topic_name=wire.METADATA_TOPIC, partitions=[part])])

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
+from kafka.protocol.admin import (DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
+                                  DescribeQuorumResponse)
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from tests.conftest import BrokerProcess, free_port
@@ -217,6 +218,18 @@ def test_quorum_rpcs_are_refused_from_another_cluster_and_on_broker_listeners(cl
         resp = c.request(wire.vote_request(stale, follower, None), 1, KVoteResponse)  # no id: Kafka accepts it
         part = resp.topics[0].partitions[0]
         assert (part.vote_granted, part.leader_id, part.leader_epoch) == (False, leader, epoch)
+    with RawClient(f"127.0.0.1:{cluster.controller_ports[follower]}") as c:  # Kafka 4.3's answers
+        r = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1,
+                                             include_fenced_brokers=False), 2, DescribeClusterResponse)
+        assert (r.error_code, r.brokers) == (114, [])
+        r = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2,
+                                             include_fenced_brokers=False), 2, DescribeClusterResponse)
+        assert (r.error_code, r.controller_id) == (0, leader)
+        assert sorted((b.broker_id, b.port) for b in r.brokers) == sorted(cluster.controller_ports.items())
+        q = c.request(DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+            topic_name="other", partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])]),
+            2, DescribeQuorumResponse)
+        assert q.error_code == 0 and q.topics[0].partitions[0].error_code == 3
     with RawClient(cluster.nodes[follower].bootstrap) as c:  # Vote is no API of a broker listener
         c.send(wire.vote_request(stale, follower, None), 1)
         assert c.closed_by_peer()
