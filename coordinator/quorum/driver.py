@@ -70,6 +70,7 @@ class QuorumDriver:
         self._wakeup = {v: asyncio.Event() for v in self.peers}
         self._tasks: list[asyncio.Task] = []
         self._stopped = False
+        self._refused_by: set[int] = set()  # peers that answered INCONSISTENT_CLUSTER_ID (logged once each)
         self._applied = 0
         self._last_role = (None, -1)
         self._poke = asyncio.Event()  # set after every step of the core: the tick loop looks again
@@ -246,6 +247,10 @@ class QuorumDriver:
             return
         else:  # VoteResponse/FetchResponse are answers, never sent on their own
             return
+        if resp.error_code == wire.INCONSISTENT_CLUSTER_ID and v not in self._refused_by:
+            self._refused_by.add(v)
+            log.error("metadata quorum: node %d refuses this node's requests: it belongs to another cluster "
+                      "(this node's cluster id: %s)", v, self.cluster_id)
         if answer is not None:
             self._dispatch(self.node.receive(answer, _now_ms()))
             self._after_step()

@@ -85,3 +85,13 @@ def test_a_fetched_run_of_entries_is_one_write_and_one_fsync(tmp_path, monkeypat
     assert p.log.entries == entries(5)  # nothing of a refused run is kept
     p.close()
     assert FilePersistentState(tmp_path).log.entries == entries(5)
+
+
+def test_meta_properties_wait_for_the_agreed_cluster_id(tmp_path):
+    from minikafka.broker.meta_properties import ensure_meta, write_meta
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    assert ensure_meta(dirs, 1, "", agreed=True) is None  # nothing configured or stored: the quorum decides
+    assert not any((d / "meta.properties").exists() for d in dirs)
+    write_meta(dirs, 1, "agreedId")
+    assert ensure_meta(dirs, 1, "", agreed=True) == "agreedId" == ensure_meta(dirs, 1, "")
+    assert ensure_meta([tmp_path / "c"], 1, "configured", agreed=True) == "configured"
