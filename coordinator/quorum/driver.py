@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import wire
 from .peer import PeerClient, PeerError
-from .raft import (LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, Message, RaftConfig,
-                   RaftNode, VoteRequest, VoteResponse)
+from .raft import LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, Message, RaftConfig, RaftNode, VoteRequest
 from .store import FilePersistentState
 
 if TYPE_CHECKING:
@@ -282,4 +281,4 @@ def _new_cluster_id() -> str:
     return new_cluster_id()
 
 
-__all__ = ["QuorumDriver", "FetchResponse", "VoteResponse"]
+__all__ = ["QuorumDriver"]

@@ -1,8 +1,8 @@
 """The Raft core of the metadata quorum, KRaft-flavoured (KIP-595), as a pure state machine.
 
 No sockets, no clocks, no threads: `tick(now)` and `receive(message, now)` return the messages to
-send; the caller owns delivery and time (the deterministic simulation in tests, the broker's RPCs
-later). KRaft's shape rather than textbook Raft's:
+send; the caller owns delivery and time (the deterministic simulation in tests, the broker's quorum
+driver, driver.py, over Kafka's RPCs). KRaft's shape rather than textbook Raft's:
 
 * **Pull replication.** Followers send `Fetch(epoch, fetch_offset, last_fetched_epoch)` to the leader;
   the leader answers entries and its high watermark, or a `diverging` (epoch, end offset) when the
