@@ -18,7 +18,9 @@ driver, driver.py, over Kafka's RPCs). KRaft's shape rather than textbook Raft's
 * **Fencing.** Every message carries its epoch; anything from an older epoch is answered with the
   newer epoch (and the known leader) and changes nothing. A leader that has not been fetched from by a
   majority within `fetch_timeout_ms` resigns (check quorum), so a partitioned old leader stops acting;
-  its uncommitted entries are truncated once it follows the new leader.
+  its uncommitted entries are truncated once it follows the new leader. A leader repeats
+  BeginQuorumEpoch to voters that do not fetch, and a candidate told of its epoch's leader follows it.
+* **Resignation.** `resign` (shutdown) sends EndQuorumEpoch; its preferred successor campaigns at once.
 
 Persistent state is `epoch`, `voted_for` and the log (`PersistentState`); a restart keeps it and forgets
 everything else. Invariants (checked by the simulation): at most one leader per epoch; committed
