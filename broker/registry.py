@@ -86,6 +86,13 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
 }
 
+# Served on broker listeners too, but only by a node in a multi-node quorum: Kafka's brokers forward
+# DescribeQuorum to the active controller (`kafka-metadata-quorum --bootstrap-server`). A single node
+# advertises none of these (as before the quorum existed).
+QUORUM_BROKER_API_TABLE: dict[int, ApiEntry] = {
+    55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
+}
+
 # imported before the listeners open: what a client's first requests need
 EAGER_MODULES = ("api_versions", "metadata")
 
@@ -136,9 +143,12 @@ def module_name(entry: ApiEntry) -> str:
     return f"{HANDLER_PACKAGE}.{entry.module}"
 
 
-def spec_for(api_key: int, controller: bool = False) -> HandlerSpec | None:
+def spec_for(api_key: int, controller: bool = False, quorum: bool = False) -> HandlerSpec | None:
     """The handler of `api_key`, importing its module on first use; None for an API we do not serve
-    (on a controller listener when `controller`)."""
+    (on a controller listener when `controller`; on a broker listener of a quorum node when `quorum`)."""
+    if quorum and not controller and api_key in QUORUM_BROKER_API_TABLE:
+        importlib.import_module(module_name(QUORUM_BROKER_API_TABLE[api_key]))
+        return CONTROLLER_HANDLERS.get(api_key)
     if controller:
         entry = CONTROLLER_API_TABLE.get(api_key)
         if entry is None:
@@ -163,8 +173,8 @@ def import_eager_handlers() -> None:
         importlib.import_module(f"{HANDLER_PACKAGE}.{name}")
 
 
-def advertised_versions(controller: bool = False) -> list[tuple[int, int, int]]:
+def advertised_versions(controller: bool = False, quorum: bool = False) -> list[tuple[int, int, int]]:
     """(api key, min version, max version) of every API, by key: what ApiVersions advertises (on a
-    controller listener when `controller`)."""
-    table = CONTROLLER_API_TABLE if controller else API_TABLE
+    controller listener when `controller`; on a broker listener of a quorum node when `quorum`)."""
+    table = CONTROLLER_API_TABLE if controller else (API_TABLE | QUORUM_BROKER_API_TABLE if quorum else API_TABLE)
     return [(key, e.min_version, e.max_version) for key, e in sorted(table.items())]

@@ -1,6 +1,7 @@
 """The metadata quorum's RPCs on a controller listener (KRaft combined mode, KIP-595): Vote,
 BeginQuorumEpoch, EndQuorumEpoch, Fetch of `__cluster_metadata`-0, and DescribeQuorum for Kafka's
-`kafka-metadata-quorum`. Each request is translated into the Raft core's message
+`kafka-metadata-quorum` (DescribeQuorum also on broker listeners of a quorum node: a non-leader
+forwards it to the leader, as Kafka's brokers forward it to the active controller). Each request is translated into the Raft core's message
 (coordinator/quorum/wire.py) and fed to this node's QuorumDriver; the core's answer is the response.
 
 Kafka's checks first: a request naming another topic/partition is answered UNKNOWN_TOPIC_OR_PARTITION
@@ -16,6 +17,7 @@ from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from ...coordinator.quorum import wire
+from ...coordinator.quorum.peer import PeerError
 from ...coordinator.quorum.raft import LEADER, FetchResponse as CoreFetchResponse, VoteResponse as CoreVoteResponse
 from ...protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
                                   EndQuorumEpochResponse, VoteRequest, VoteResponse)
@@ -112,6 +114,13 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
                   high_watermark=0, current_voters=[], observers=[]) for p in t.partitions])
             for t in req.topics or ()])
     node = driver.node
+    if ctx.listener not in ctx.broker.config.controller_listener_names and node.role != LEADER \
+            and node.leader is not None:
+        # a broker listener (`kafka-metadata-quorum --bootstrap-server`): Kafka forwards to the active controller
+        try:
+            return await driver.forward(node.leader, req, ctx.api_version, DescribeQuorumResponse)
+        except PeerError:
+            pass  # answered below from what this node knows (NOT_LEADER_OR_FOLLOWER)
     R = P.ReplicaState
     voters = []
     if node.role == LEADER:

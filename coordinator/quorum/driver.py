@@ -69,6 +69,7 @@ class QuorumDriver:
         self._wakeup = {v: asyncio.Event() for v in self.peers}
         self._tasks: list[asyncio.Task] = []
         self._stopped = False
+        self._admin_clients: dict[int, PeerClient] = {}  # forward()
         self._refused_by: set[int] = set()  # peers that answered INCONSISTENT_CLUSTER_ID (logged once each)
         self._applied = 0
         self._last_role = (None, -1)
@@ -107,7 +108,7 @@ class QuorumDriver:
             _done, stuck = await asyncio.wait(self._tasks, timeout=STOP_WAIT_S)
             if stuck:
                 log.warning("metadata quorum: %d task(s) did not stop within %.0f s", len(stuck), STOP_WAIT_S)
-        for peer in self.peers.values():
+        for peer in [*self.peers.values(), *self._admin_clients.values()]:
             peer.close()
         self.persistent.close()
 
@@ -261,6 +262,18 @@ class QuorumDriver:
                                         m.EndQuorumEpochResponse)
         except PeerError:
             pass
+
+    async def forward(self, v: int, req: Any, version: int, response_class: type) -> Any:
+        """`req` sent to voter v's controller listener (admin requests; own connection per voter, so
+        that the quorum's traffic never waits behind them); raises PeerError."""
+        client = self._admin_clients.get(v)
+        if client is None:
+            host, port = self.quorum.voters[v]
+            client = self._admin_clients[v] = PeerClient(v, host, port, f"forward-{self.id}",
+                                                         self.quorum.request_timeout_ms / 1000)
+        resp = await client.request(req, version, response_class)
+        resp._header = None  # answered again under the caller's own header
+        return resp
 
     # -- views ----------------------------------------------------------------------------------------
     def cluster_id_conflicts(self, theirs: str | None) -> bool:

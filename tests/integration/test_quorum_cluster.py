@@ -128,7 +128,7 @@ def test_a_leader_is_elected_and_everyone_agrees(cluster):
             keys = {k.api_key for k in c.request(ApiVersionsRequest(client_software_name="t",
                                                                     client_software_version="1"), 3,
                                                  ApiVersionsResponse).api_keys}
-        assert ({52, 53, 54} <= keys) == has_vote and (0 in keys) != has_vote
+        assert ({52, 53, 54} <= keys) == has_vote and (0 in keys) != has_vote and 55 in keys
 
 
 def test_kill_9_of_the_leader_elects_a_new_one_and_the_old_rejoins_caught_up(cluster):
@@ -237,6 +237,8 @@ def test_quorum_rpcs_are_refused_from_another_cluster_and_on_broker_listeners(cl
 
 
 def test_kafka_metadata_quorum_describes_the_quorum(cluster):
+    """--bootstrap-controller (a follower's controller listener) and --bootstrap-server (a follower's
+    broker listener, which forwards DescribeQuorum to the leader)."""
     lab = pytest.importorskip("scripts.apache_kafka")
     leader, epoch = cluster.agreed_leader(cluster.ids)
     follower = next(n for n in cluster.ids if n != leader)
@@ -250,8 +252,7 @@ def test_kafka_metadata_quorum_describes_the_quorum(cluster):
     assert f"cluster.id={fields['ClusterId']}" in meta
     for n, port in cluster.controller_ports.items():
         assert f'{{"id": {n}, "endpoints": ["CONTROLLER://127.0.0.1:{port}"]}}' in fields["CurrentVoters"]
-    res = lab.run_tool("kafka-metadata-quorum", ["--bootstrap-controller",
-                                                 f"127.0.0.1:{cluster.controller_ports[leader]}",
+    res = lab.run_tool("kafka-metadata-quorum", ["--bootstrap-server", cluster.nodes[follower].bootstrap,
                                                  "describe", "--replication"], timeout=60)
     assert res.returncode == 0, res.stderr[-2000:]
     rows = [line.split() for line in res.stdout.splitlines()[1:] if line.strip()]
@@ -272,7 +273,7 @@ def test_a_single_node_is_unchanged(tmp_path):
             keys = {k.api_key for k in c.request(ApiVersionsRequest(client_software_name="t",
                                                                     client_software_version="1"), 3,
                                                  ApiVersionsResponse).api_keys}
-            assert 0 in keys and not {52, 53, 54} & keys
+            assert 0 in keys and not {52, 53, 54, 55} & keys
             assert metadata_raw(c).cluster_id
         assert not (node.data_dir / "__cluster_metadata-0").exists()
         assert "metadata quorum" not in node.log_path.read_text()

@@ -121,6 +121,11 @@ def test_controller_table_matches_the_decorators_and_the_readme():
         assert (spec.min_version, spec.max_version) == (entry.min_version, entry.max_version), key
     assert set(CONTROLLER_HANDLERS) <= set(CONTROLLER_API_TABLE)
     assert spec_for(0, controller=True) is None  # Produce: not on a controller listener
+    from minikafka.broker.registry import QUORUM_BROKER_API_TABLE
+    for key, entry in QUORUM_BROKER_API_TABLE.items():  # on broker listeners of a quorum node only
+        assert key not in API_TABLE and spec_for(key) is None
+        assert spec_for(key, quorum=True) is CONTROLLER_HANDLERS[key] and key in CONTROLLER_API_TABLE
+        assert (key, entry.min_version, entry.max_version) in advertised_versions(quorum=True)
     assert not {52, 53, 54} & set(API_TABLE)  # the quorum's RPCs: never on a broker listener
     assert advertised_versions(controller=True) == [(k, e.min_version, e.max_version)
                                                     for k, e in sorted(CONTROLLER_API_TABLE.items())]
