@@ -142,6 +142,17 @@ DEFAULTS: dict[str, str] = {
     "authorizer.class.name": "",
     "super.users": "",
     "allow.everyone.if.no.acl.found": "false",
+    # KRaft combined mode (issue 16; coordinator/quorum/): a metadata quorum among the voters when
+    # controller.quorum.voters names more than this node; otherwise a single node, as without these keys
+    "process.roles": "",
+    "controller.quorum.voters": "",
+    "controller.quorum.bootstrap.servers": "",
+    "controller.listener.names": "",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.election.backoff.max.ms": "1000",
+    "controller.quorum.request.timeout.ms": "2000",
+    "controller.quorum.retry.backoff.ms": "20",
 }
 
 # Kafka's ssl.* broker keys and defaults ("" is Kafka's null); per listener they can be given with the
@@ -175,8 +186,7 @@ DEFAULTS.update(SSL_DEFAULTS)
 
 # Keys Kafka knows that are meaningless for a single embedded node; accepted silently.
 IGNORED_KAFKA_KEYS = frozenset({
-    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-    "controller.listener.names", "inter.broker.listener.name",
+    "inter.broker.listener.name",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
     "broker.rack", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
@@ -271,6 +281,66 @@ def parse_listeners(spec: str) -> list[Listener]:
     return out
 
 
+@dataclass(frozen=True)
+class QuorumConfig:
+    """The metadata quorum of a node in KRaft combined mode: the voters' controller endpoints (by node
+    id, this node's included), the listener name(s) the quorum's RPCs are served on, Kafka's timeouts."""
+    voters: dict[int, tuple[str, int]]
+    controller_listener_names: tuple[str, ...]
+    fetch_timeout_ms: int
+    election_timeout_ms: int
+    election_backoff_max_ms: int
+    request_timeout_ms: int
+    retry_backoff_ms: int
+
+
+def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
+    """Kafka's controller.quorum.voters: `id@host:port,...` (host may be [v6])."""
+    out: dict[int, tuple[str, int]] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        m = re.match(r"^(-?\d+)@(\[[^\]]*\]|[^:@\[\]]+):(\d+)$", item)
+        if m is None or int(m.group(3)) > 65535 or int(m.group(1)) < 0:
+            raise ConfigError(f"controller.quorum.voters entry {item!r} is not id@host:port")
+        voter = int(m.group(1))
+        if voter in out:
+            raise ConfigError(f"controller.quorum.voters names node {voter} twice")
+        out[voter] = (m.group(2).strip("[]"), int(m.group(3)))
+    return out
+
+
+def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
+    """None (a single node, as before issue 16) unless controller.quorum.voters names other nodes;
+    then KRaft combined mode with its checks (Kafka's KafkaConfig validation where it applies)."""
+    roles = {r.strip() for r in cfg.get("process.roles").split(",") if r.strip()}
+    if roles - {"broker", "controller"}:
+        raise ConfigError(f"process.roles: unknown role(s) {sorted(roles - {'broker', 'controller'})}")
+    voters = parse_voters(cfg.get("controller.quorum.voters"))
+    names = tuple(n.strip().upper() for n in cfg.get("controller.listener.names").split(",") if n.strip())
+    if set(voters) <= {cfg.node_id}:
+        if cfg.get("controller.quorum.bootstrap.servers").strip() and not voters:
+            raise ConfigError("controller.quorum.bootstrap.servers without controller.quorum.voters (a dynamic "
+                              "quorum, KIP-853) is not supported yet: list the voters in controller.quorum.voters")
+        return None
+    if roles != {"broker", "controller"}:
+        raise ConfigError("a multi-node quorum needs process.roles=broker,controller (combined mode; "
+                          "separate brokers and controllers are not supported yet)")
+    if cfg.node_id not in voters:
+        raise ConfigError(f"node.id {cfg.node_id} is not in controller.quorum.voters: observers are not "
+                          "supported yet")
+    if not names:
+        raise ConfigError("controller.listener.names must be set when process.roles contains controller")
+    if names[0] not in {l.name for l in cfg.listeners}:
+        raise ConfigError(f"controller.listener.names: {names[0]} is not a listener in listeners")
+    if all(l.name in names for l in cfg.listeners):
+        raise ConfigError("listeners must contain at least one listener that is not in controller.listener.names")
+    timeouts = [int(cfg.get(f"controller.quorum.{k}")) for k in ("fetch.timeout.ms", "election.timeout.ms",
+                                                                   "election.backoff.max.ms", "request.timeout.ms",
+                                                                   "retry.backoff.ms")]
+    if min(timeouts[:2] + timeouts[3:4]) <= 0 or min(timeouts) < 0:
+        raise ConfigError("controller.quorum timeouts must be positive")
+    return QuorumConfig(voters, names, *timeouts)
+
+
 class BrokerConfig:
     """Resolved broker configuration; `props` holds the effective string values by Kafka key.
 
@@ -316,6 +386,12 @@ class BrokerConfig:
                 from ..coordinator.consumer.config import ConsumerGroupSettings
                 ConsumerGroupSettings.from_props(self.get)
             self.log_config = self._log_config()
+            self.quorum = _quorum_config(self)
+            self.controller_listener_names = self.quorum.controller_listener_names if self.quorum else ()
+            if self.quorum is not None and not self.get("advertised.listeners"):
+                # Kafka: the controller listener is not advertised to clients
+                self.advertised_listeners = [l for l in self.advertised_listeners
+                                             if l.name not in self.controller_listener_names]
         except (ValueError, InvalidConfigError) as exc:
             raise ConfigError(str(exc)) from exc
         names = {l.name for l in self.listeners}

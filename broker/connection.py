@@ -106,15 +106,17 @@ class _ConnectionGone(Exception):
     """The transport closed while a response was being written."""
 
 
-def api_versions_list() -> list:
-    """Every API the broker serves (the static table: handler modules need not be imported)."""
+def api_versions_list(controller: bool = False, quorum: bool = False) -> list:
+    """Every API the broker serves (the static table: handler modules need not be imported); on a
+    controller listener when `controller`, on a broker listener of a quorum node when `quorum`."""
     return [ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-            for key, lo, hi in advertised_versions()]
+            for key, lo, hi in advertised_versions(controller, quorum)]
 
 
-def unsupported_api_versions_frame(correlation_id: int) -> bytes:
+def unsupported_api_versions_frame(correlation_id: int, controller: bool = False, quorum: bool = False) -> bytes:
     """The v0-shaped ApiVersions answer for a version we do not know: error + our version list."""
-    body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=api_versions_list()).encode(version=0)
+    body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION,
+                               api_keys=api_versions_list(controller, quorum)).encode(version=0)
     return encode_response_frame(correlation_id, body, flexible_header=False)
 
 
@@ -180,6 +182,9 @@ class Connection(asyncio.BufferedProtocol):
         self.sasl = _new_authenticator(state, listener)
         self._close_after_response = False
         self._close_delay = 0.0
+        # a controller listener (KRaft combined mode) serves registry.CONTROLLER_API_TABLE only
+        self.controller = state is not None and listener in getattr(state.config, "controller_listener_names", ())
+        self.quorum = state is not None and getattr(state.config, "quorum", None) is not None
         self.pool = registry.pool
         self.max_request = registry.max_request
         self.loop = asyncio.get_running_loop()
@@ -526,7 +531,8 @@ class Connection(asyncio.BufferedProtocol):
         except HeaderError as exc:
             raise CloseConnection(f"bad request header: {exc}") from None
         try:
-            spec = spec_for(header.api_key)  # imports the handler module on the API's first request
+            # imports the handler module on the API's first request
+            spec = spec_for(header.api_key, self.controller, self.quorum)
         except Exception as exc:  # our bug: the module does not import
             raise HandlerFailed(f"loading the handler for API key {header.api_key} failed: {exc!r}") from None
         if spec is None:
@@ -534,7 +540,7 @@ class Connection(asyncio.BufferedProtocol):
         version = header.api_version
         if not spec.min_version <= version <= spec.max_version:
             if header.api_key == API_VERSIONS_KEY:
-                return (unsupported_api_versions_frame(header.correlation_id),)
+                return (unsupported_api_versions_frame(header.correlation_id, self.controller, self.quorum),)
             raise CloseConnection(f"unsupported version {version} of API key {header.api_key}")
         flexible = spec.flexible(version)
         try:

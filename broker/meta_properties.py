@@ -16,8 +16,11 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def ensure_meta(log_dirs: list[Path], node_id: int, configured_cluster_id: str) -> str:
-    """Read or write meta.properties in every dir; all dirs must agree. Returns the cluster id."""
+def ensure_meta(log_dirs: list[Path], node_id: int, configured_cluster_id: str, *,
+                agreed: bool = False) -> str | None:
+    """Read or write meta.properties in every dir; all dirs must agree. Returns the cluster id.
+    agreed=True (a metadata quorum): with no id configured or stored, write nothing and return None;
+    the quorum agrees on the id and `write_meta` records it later."""
     found: dict[Path, dict[str, str]] = {}
     for d in log_dirs:
         d.mkdir(parents=True, exist_ok=True)
@@ -27,6 +30,8 @@ def ensure_meta(log_dirs: list[Path], node_id: int, configured_cluster_id: str) 
     ids = {p.get("cluster.id") for p in found.values()}
     if len(ids) > 1:
         raise ConfigError(f"log dirs belong to different clusters: {sorted(filter(None, ids))}")
+    if agreed and not ids and not configured_cluster_id:
+        return None
     cluster_id = next(iter(ids)) if ids else (configured_cluster_id or new_cluster_id())
     if configured_cluster_id and cluster_id != configured_cluster_id:
         raise ConfigError(f"cluster.id {configured_cluster_id} does not match stored {cluster_id}")
@@ -35,8 +40,20 @@ def ensure_meta(log_dirs: list[Path], node_id: int, configured_cluster_id: str) 
             raise ConfigError(f"{d} belongs to node {props.get('node.id')}, this is node {node_id}")
     for d in log_dirs:
         if d not in found:
-            (d / "meta.properties").write_text(
-                "#\n#minikafka\nversion=1\n"
-                f"cluster.id={cluster_id}\nnode.id={node_id}\n"
-                f"directory.id={new_cluster_id()}\n")
+            _write(d, node_id, cluster_id)
     return cluster_id
+
+
+def write_meta(log_dirs: list[Path], node_id: int, cluster_id: str) -> None:
+    """Record the cluster id the quorum agreed on in every log dir that has no meta.properties yet."""
+    for d in log_dirs:
+        if not (d / "meta.properties").exists():
+            _write(d, node_id, cluster_id)
+
+
+def _write(d: Path, node_id: int, cluster_id: str) -> None:
+    from ..storage.partition_metadata import atomic_write
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write(d / "meta.properties", ("#\n#minikafka\nversion=1\n"
+                                         f"cluster.id={cluster_id}\nnode.id={node_id}\n"
+                                         f"directory.id={new_cluster_id()}\n").encode())

@@ -79,6 +79,27 @@ API_TABLE: dict[int, ApiEntry] = {
     75: ApiEntry("describe_topic_partitions", 0, 0),
 }
 
+# What a CONTROLLER listener (controller.listener.names, KRaft combined mode) serves instead: the
+# metadata quorum's RPCs (KIP-595) and what Kafka's admin tools ask a controller (--bootstrap-controller).
+# As Kafka, these listeners answer nothing else, and broker listeners neither advertise nor serve
+# Vote/BeginQuorumEpoch/EndQuorumEpoch. Fetch here is the quorum's Fetch of `__cluster_metadata`.
+CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
+    1: ApiEntry("quorum", 13, 17),  # Fetch (the metadata log)
+    18: ApiEntry("api_versions", 0, 4),
+    52: ApiEntry("quorum", 0, 1),  # Vote
+    53: ApiEntry("quorum", 0, 1),  # BeginQuorumEpoch
+    54: ApiEntry("quorum", 0, 1),  # EndQuorumEpoch
+    55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
+    60: ApiEntry("cluster", 0, 2),  # DescribeCluster
+}
+
+# Served on broker listeners too, but only by a node in a multi-node quorum: Kafka's brokers forward
+# DescribeQuorum to the active controller (`kafka-metadata-quorum --bootstrap-server`). A single node
+# advertises none of these (as before the quorum existed).
+QUORUM_BROKER_API_TABLE: dict[int, ApiEntry] = {
+    55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
+}
+
 # imported before the listeners open: what a client's first requests need
 EAGER_MODULES = ("api_versions", "metadata")
 
@@ -102,20 +123,25 @@ class HandlerSpec:
 
 
 HANDLERS: dict[int, HandlerSpec] = {}
+CONTROLLER_HANDLERS: dict[int, HandlerSpec] = {}  # controller-listener-only handlers (CONTROLLER_API_TABLE)
 
 
-def handles(request_class: type, response_class: type, min_version: int, max_version: int):
+def handles(request_class: type, response_class: type, min_version: int, max_version: int, *,
+            controller: bool = False):
     """Register `fn` for request_class.API_KEY in [min_version, max_version]. For APIs naming
-    partitions, the registered handler first waits until their logs are open (broker/log_opening.py)."""
+    partitions, the registered handler first waits until their logs are open (broker/log_opening.py).
+    controller=True: the handler of that API on controller listeners (CONTROLLER_API_TABLE); an API in
+    both tables without such a handler is served by its broker handler there too."""
     assert request_class.API_KEY == response_class.API_KEY
     assert 0 <= min_version <= max_version <= request_class.max_version
 
     def register(fn: Handler) -> Handler:
         key = request_class.API_KEY
-        if key in HANDLERS:
+        table = CONTROLLER_HANDLERS if controller else HANDLERS
+        if key in table:
             raise RuntimeError(f"API key {key} registered twice")
-        HANDLERS[key] = HandlerSpec(key, request_class, response_class, min_version, max_version,
-                                    opening_partitions(key, fn))
+        table[key] = HandlerSpec(key, request_class, response_class, min_version, max_version,
+                                 fn if controller else opening_partitions(key, fn))
         return fn
     return register
 
@@ -124,8 +150,21 @@ def module_name(entry: ApiEntry) -> str:
     return f"{HANDLER_PACKAGE}.{entry.module}"
 
 
-def spec_for(api_key: int) -> HandlerSpec | None:
-    """The handler of `api_key`, importing its module on first use; None for an API we do not serve."""
+def spec_for(api_key: int, controller: bool = False, quorum: bool = False) -> HandlerSpec | None:
+    """The handler of `api_key`, importing its module on first use; None for an API we do not serve
+    (on a controller listener when `controller`; on a broker listener of a quorum node when `quorum`)."""
+    if quorum and not controller and api_key in QUORUM_BROKER_API_TABLE:
+        importlib.import_module(module_name(QUORUM_BROKER_API_TABLE[api_key]))
+        return CONTROLLER_HANDLERS.get(api_key)
+    if controller:
+        entry = CONTROLLER_API_TABLE.get(api_key)
+        if entry is None:
+            return None
+        spec = CONTROLLER_HANDLERS.get(api_key)
+        if spec is None:
+            importlib.import_module(module_name(entry))
+            spec = CONTROLLER_HANDLERS.get(api_key) or HANDLERS.get(api_key)
+        return spec
     spec = HANDLERS.get(api_key)
     if spec is None:
         entry = API_TABLE.get(api_key)
@@ -141,6 +180,8 @@ def import_eager_handlers() -> None:
         importlib.import_module(f"{HANDLER_PACKAGE}.{name}")
 
 
-def advertised_versions() -> list[tuple[int, int, int]]:
-    """(api key, min version, max version) of every API, by key: what ApiVersions advertises."""
-    return [(key, e.min_version, e.max_version) for key, e in sorted(API_TABLE.items())]
+def advertised_versions(controller: bool = False, quorum: bool = False) -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) of every API, by key: what ApiVersions advertises (on a
+    controller listener when `controller`; on a broker listener of a quorum node when `quorum`)."""
+    table = CONTROLLER_API_TABLE if controller else (API_TABLE | QUORUM_BROKER_API_TABLE if quorum else API_TABLE)
+    return [(key, e.min_version, e.max_version) for key, e in sorted(table.items())]

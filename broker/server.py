@@ -74,6 +74,8 @@ class Broker:
                         "so no rule can be injected")
         self.connections = ConnectionRegistry.from_state(self.state)
         self.state.connections = self.connections
+        if self.config.quorum is not None:
+            self._open_quorum()
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             tls = tls_contexts.get(listener.name)
@@ -102,6 +104,8 @@ class Broker:
                  " (bounded by the open-file limit)" if reg.max_connections < reg.configured_max_connections else "",
                  reg.max_connections_per_ip, self.config.connections_max_idle_ms, self.config.request_read_timeout_ms)
         reg.start()
+        if self.state.quorum is not None:
+            self.state.quorum.start()
         self.state.start()  # coordinators start as they are built (warm_up builds those with state)
         from .background import start_log_cleaner
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
@@ -122,6 +126,20 @@ class Broker:
                 except ConfigError as exc:
                     raise StartupError(f"invalid SSL configuration: {exc}") from None
         return out
+
+    def _open_quorum(self) -> None:
+        """KRaft combined mode (coordinator/quorum/driver.py): the metadata quorum's durable state is
+        opened before the listeners; its tasks start once they accept (peers may call at once)."""
+        from ..coordinator.quorum.driver import QuorumDriver
+        from .meta_properties import write_meta
+        state, config = self.state, self.config
+        assert state is not None and config.quorum is not None
+
+        def agreed(cluster_id: str) -> None:
+            state.cluster_id = cluster_id
+            write_meta(config.log_dirs, config.node_id, cluster_id)
+
+        state.quorum = QuorumDriver(config.node_id, config.quorum, config.log_dirs[0], state.cluster_id, agreed)
 
     async def _start_admin(self) -> None:
         """The HTTP admin listener (broker/admin_http.py), first: a taken port fails start-up early."""
@@ -207,6 +225,11 @@ class Broker:
         self.ready = False
         if self.admin is not None:
             await self.admin.stop()
+        if self.state is not None and self.state.quorum is not None:
+            try:
+                await self.state.quorum.stop()
+            except Exception:
+                log.exception("metadata quorum: stop failed")
         for server in self._servers:
             server.close()
         for task in self._periodic:

@@ -7,7 +7,8 @@ from kafka.protocol.api_message import ApiMessage
 from . import schemas
 
 __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
-           "ConsumerGroupDescribeResponse"]
+           "ConsumerGroupDescribeResponse", "VoteRequest", "VoteResponse", "BeginQuorumEpochRequest",
+           "BeginQuorumEpochResponse", "EndQuorumEpochRequest", "EndQuorumEpochResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -23,4 +24,28 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=schemas):
 
 
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class VoteRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class VoteResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class BeginQuorumEpochRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class BeginQuorumEpochResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class EndQuorumEpochRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class EndQuorumEpochResponse(ApiMessage, load_json=schemas):
     pass

@@ -75,6 +75,11 @@ OPEN_WORKERS = 2
 TopicPartition = tuple[str, int]
 
 
+# the metadata quorum's log (coordinator/quorum/store.py, which creates quorum.log in it), as Kafka
+# names it; not a partition log
+METADATA_LOG_DIR = "__cluster_metadata-0"
+
+
 def parse_partition_dir(name: str) -> tuple[str, int]:
     """`<topic>-<partition>` -> (topic, partition); ValueError if the name does not fit. The same rule
     as `partition_log.parse_partition_dir`, here so that listing directories imports no log code."""
@@ -179,7 +184,7 @@ class LogManager:
                     log.debug("removing deleted partition directory %s", path)
                     shutil.rmtree(path, ignore_errors=True)
                     continue
-                if name.endswith(STRAY_DIR_SUFFIX):
+                if name.endswith(STRAY_DIR_SUFFIX) or (name == METADATA_LOG_DIR and (path / "quorum.log").exists()):
                     continue
                 try:
                     topic, partition = parse_partition_dir(name)

@@ -8,7 +8,8 @@ import importlib
 
 
 def load_all() -> None:
-    """Import every handler module of the static table (fills `registry.HANDLERS`)."""
-    from ..registry import API_TABLE, module_name
-    for entry in API_TABLE.values():
+    """Import every handler module of the static tables (fills `registry.HANDLERS` and
+    `registry.CONTROLLER_HANDLERS`)."""
+    from ..registry import API_TABLE, CONTROLLER_API_TABLE, module_name
+    for entry in [*API_TABLE.values(), *CONTROLLER_API_TABLE.values()]:
         importlib.import_module(module_name(entry))

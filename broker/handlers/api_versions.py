@@ -38,4 +38,8 @@ async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> A
                                      and _SOFTWARE_NAME_VERSION.fullmatch(req.client_software_version)):
         return ApiVersionsResponse(error_code=INVALID_REQUEST, api_keys=[], throttle_time_ms=0,
                                    supported_features=[], finalized_features_epoch=-1, finalized_features=[])
-    return ApiVersionsResponse(error_code=0, api_keys=api_versions_list(), throttle_time_ms=0, **_features(ctx))
+    config = getattr(ctx.broker, "config", None)
+    controller = ctx.listener in getattr(config, "controller_listener_names", ())
+    quorum = getattr(config, "quorum", None) is not None
+    return ApiVersionsResponse(error_code=0, api_keys=api_versions_list(controller, quorum), throttle_time_ms=0,
+                               **_features(ctx))

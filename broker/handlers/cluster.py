@@ -1,4 +1,6 @@
-"""DescribeCluster: one broker that is also the controller."""
+"""DescribeCluster: one broker that is also the controller; on a controller listener (KRaft combined
+mode, for `--bootstrap-controller` tools) the quorum's voters as controllers, the active one as
+controller id."""
 from __future__ import annotations
 
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
@@ -8,8 +10,9 @@ from ..authorizer import authorize_cluster, authorized_operations
 from ..context import RequestContext
 from ..registry import handles
 
-INVALID_REQUEST = 42
 BROKERS_ENDPOINT = 1
+CONTROLLERS_ENDPOINT = 2
+MISMATCHED_ENDPOINT_TYPE = 114
 
 
 @handles(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
@@ -17,10 +20,14 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
     state = ctx.broker
     adv = state.advertised_for(ctx.listener)
     endpoint_type = req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT
-    if endpoint_type != BROKERS_ENDPOINT:
-        return DescribeClusterResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
-                                       error_message="only broker endpoints are served", endpoint_type=endpoint_type,
-                                       cluster_id=state.cluster_id, controller_id=-1, brokers=[])
+    if ctx.listener in state.config.controller_listener_names:
+        return _controllers(ctx, req, endpoint_type)
+    if endpoint_type != BROKERS_ENDPOINT:  # Kafka 4.3's answer on a broker listener
+        return DescribeClusterResponse(throttle_time_ms=0, error_code=MISMATCHED_ENDPOINT_TYPE,
+                                       error_message="The request was sent to an endpoint of type BROKER, but we "
+                                                     "wanted an endpoint of type CONTROLLER",
+                                       endpoint_type=endpoint_type,
+                                       cluster_id=state.cluster_id or "", controller_id=-1, brokers=[])
     broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=state.node_id, host=adv.host, port=adv.port,
                                                            rack=None, is_fenced=False)
     ops = None  # as Kafka: DescribeCluster itself needs no ACL; the operations only with DESCRIBE
@@ -28,5 +35,25 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
         ops = authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME) \
             if authorize_cluster(ctx, acl.DESCRIBE) else frozenset()
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None,
-                                   endpoint_type=endpoint_type, cluster_id=state.cluster_id,
+                                   endpoint_type=endpoint_type, cluster_id=state.cluster_id or "",
                                    controller_id=state.node_id, brokers=[broker], authorized_operations=ops)
+
+
+def _controllers(ctx: RequestContext, req: DescribeClusterRequest, endpoint_type: int) -> DescribeClusterResponse:
+    """Kafka's controller: only the CONTROLLER endpoint type is served there."""
+    state = ctx.broker
+    driver = state.quorum
+    if endpoint_type != CONTROLLERS_ENDPOINT or driver is None:
+        return DescribeClusterResponse(throttle_time_ms=0, error_code=MISMATCHED_ENDPOINT_TYPE,
+                                       error_message="The request was sent to an endpoint of type CONTROLLER, but we "
+                                                     "wanted an endpoint of type BROKER",
+                                       endpoint_type=endpoint_type, cluster_id=state.cluster_id or "",
+                                       controller_id=-1, brokers=[])
+    controllers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=v, host=host, port=port, rack=None,
+                                                                 is_fenced=False)
+                   for v, (host, port) in sorted(driver.quorum.voters.items())]
+    leader = driver.node.leader
+    ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else None
+    return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
+                                   cluster_id=state.cluster_id or "", controller_id=-1 if leader is None else leader,
+                                   brokers=controllers, authorized_operations=ops)

@@ -109,6 +109,9 @@ def _created(state: BrokerState, name: str, topic_id, partitions: int, rf: int,
                                 num_partitions=partitions, replication_factor=rf, configs=described)
 
 
+METADATA_TOPIC = "__cluster_metadata"
+
+
 def _hide_configs(result: CreatableTopicResult, describable: set[str] | None) -> None:
     """Without DESCRIBE_CONFIGS on the topic: no configs, counts unknown, TOPIC_AUTHORIZATION_FAILED as
     the topic config error (Kafka's ReplicationControlManager)."""
@@ -128,6 +131,8 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         if counts[t.name] > 1:
             results[i] = _topic_error(t.name, INVALID_REQUEST,
                                       "Create topics request from client contains duplicate topic name")
+        elif t.name == METADATA_TOPIC:  # Kafka (KRaft): the metadata log is no topic clients may create
+            results[i] = _topic_error(t.name, INVALID_REQUEST, f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
         else:
             unique.append((i, t))
     describable: set[str] | None = None

@@ -40,6 +40,15 @@ class QuorumLog:
         self.entries.append(entry)
         return len(self.entries) - 1
 
+    def extend(self, entries: Sequence[Entry]) -> None:
+        """Append `entries` in order, all or none (one durable write for all in a file-backed log)."""
+        last = self.last_epoch
+        for entry in entries:
+            if entry.epoch < last:
+                raise ValueError(f"epoch {entry.epoch} after {last}")
+            last = entry.epoch
+        self.entries.extend(entries)
+
     def read(self, offset: int, max_entries: int) -> list[Entry]:
         return self.entries[offset:offset + max_entries]
 

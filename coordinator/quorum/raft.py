@@ -1,8 +1,8 @@
 """The Raft core of the metadata quorum, KRaft-flavoured (KIP-595), as a pure state machine.
 
 No sockets, no clocks, no threads: `tick(now)` and `receive(message, now)` return the messages to
-send; the caller owns delivery and time (the deterministic simulation in tests, the broker's RPCs
-later). KRaft's shape rather than textbook Raft's:
+send; the caller owns delivery and time (the deterministic simulation in tests, the broker's quorum
+driver, driver.py, over Kafka's RPCs). KRaft's shape rather than textbook Raft's:
 
 * **Pull replication.** Followers send `Fetch(epoch, fetch_offset, last_fetched_epoch)` to the leader;
   the leader answers entries and its high watermark, or a `diverging` (epoch, end offset) when the
@@ -18,7 +18,9 @@ later). KRaft's shape rather than textbook Raft's:
 * **Fencing.** Every message carries its epoch; anything from an older epoch is answered with the
   newer epoch (and the known leader) and changes nothing. A leader that has not been fetched from by a
   majority within `fetch_timeout_ms` resigns (check quorum), so a partitioned old leader stops acting;
-  its uncommitted entries are truncated once it follows the new leader.
+  its uncommitted entries are truncated once it follows the new leader. A leader repeats
+  BeginQuorumEpoch to voters that do not fetch, and a candidate told of its epoch's leader follows it.
+* **Resignation.** `resign` (shutdown) sends EndQuorumEpoch; its preferred successor campaigns at once.
 
 Persistent state is `epoch`, `voted_for` and the log (`PersistentState`); a restart keeps it and forgets
 everything else. Invariants (checked by the simulation): at most one leader per epoch; committed
@@ -58,6 +60,15 @@ class BeginQuorumEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class EndQuorumEpoch:
+    """A leader resigning (graceful shutdown): voters need not wait for the fetch timeout to elect
+    another; `preferred` ranks the successors (the most caught-up first), each waits by its rank."""
+    epoch: int
+    leader: int
+    preferred: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class FetchRequest:
     epoch: int
     replica: int
@@ -76,7 +87,7 @@ class FetchResponse:
     fenced: bool = False  # the request's epoch is stale (or the responder is no leader)
 
 
-Message = Union[VoteRequest, VoteResponse, BeginQuorumEpoch, FetchRequest, FetchResponse]
+Message = Union[VoteRequest, VoteResponse, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse]
 Outgoing = list[tuple[int, Message]]
 
 
@@ -123,6 +134,7 @@ class RaftNode:
         self._epoch_start = 0  # leader: offset of its LEADER_CHANGE entry
         self._deadline = now + self._election_timeout()
         self._next_fetch = 0
+        self._next_begin = 0  # leader: when BeginQuorumEpoch goes again to voters that have not fetched
         self._fetch_inflight = False
 
     # -- views ----------------------------------------------------------------------------------------
@@ -151,6 +163,28 @@ class RaftNode:
         self._advance_high_watermark()
         return offset
 
+    def resign(self, now: int) -> Outgoing:
+        """Stop leading (shutdown): the EndQuorumEpoch to send to the other voters, most caught-up
+        first. This node stays in its epoch, unattached, and does not stand for election again
+        before an election timeout; [] unless leader."""
+        if self.role != LEADER:
+            return []
+        preferred = tuple(sorted(self._follower_end, key=lambda v: -self._follower_end[v]))
+        self._become_unattached(self.epoch, now, keep_vote=True)
+        msg = EndQuorumEpoch(self.epoch, self.id, preferred)
+        return [(v, msg) for v in self.voters if v != self.id]
+
+    def next_wakeup(self) -> int:
+        """The earliest time at which `tick` may do anything: ticking earlier returns [] and changes
+        nothing, so a driver may sleep until then (or until a message arrives)."""
+        if self.role == LEADER:
+            return min(self._deadline, self._next_begin)
+        wake = self._deadline
+        if self.role == FOLLOWER and self.leader is not None:
+            wake = min(wake, self._next_fetch if not self._fetch_inflight
+                       else self._next_fetch + self.config.fetch_timeout_ms)
+        return wake
+
     def tick(self, now: int) -> Outgoing:
         out: Outgoing = []
         if self.role == LEADER:
@@ -160,6 +194,13 @@ class RaftNode:
                     self._become_unattached(self.epoch, now, keep_vote=True)
                     return out
                 self._deadline = now + self.config.fetch_timeout_ms
+            if now >= self._next_begin:  # KRaft: repeat BeginQuorumEpoch to voters that do not fetch
+                # (a restarted or cut-off voter learns the leader before it would stand for election)
+                every = max(1, self.config.election_timeout_ms // 2)
+                self._next_begin = now + every
+                msg = BeginQuorumEpoch(self.epoch, self.id)
+                out.extend((v, msg) for v in self.voters
+                           if v != self.id and now - self._fetched_at.get(v, now - every) >= every)
             return out
         if now >= self._deadline:
             return self._start_election(now)
@@ -183,6 +224,14 @@ class RaftNode:
         if isinstance(msg, BeginQuorumEpoch):
             if msg.epoch > self.epoch or (msg.epoch == self.epoch and self.role != LEADER):
                 self._become_follower(msg.epoch, msg.leader, now)
+            return []
+        if isinstance(msg, EndQuorumEpoch):
+            if msg.epoch == self.epoch and self.role == FOLLOWER and self.leader == msg.leader:
+                rank = msg.preferred.index(self.id) if self.id in msg.preferred else len(msg.preferred)
+                # the first preferred successor campaigns at once, the others after a backoff each
+                backoff = rank * max(self.config.election_backoff_max_ms, 1)
+                self._become_unattached(self.epoch, now, keep_vote=True)
+                self._deadline = now + backoff
             return []
         raise TypeError(f"not a quorum message: {msg!r}")
 
@@ -225,6 +274,7 @@ class RaftNode:
         self._follower_end = {v: 0 for v in self.voters if v != self.id}
         self._fetched_at = {}
         self._deadline = now + self.config.fetch_timeout_ms
+        self._next_begin = now + max(1, self.config.election_timeout_ms // 2)
         self._advance_high_watermark()
         msg = BeginQuorumEpoch(self.epoch, self.id)
         return [(v, msg) for v in self.voters if v != self.id]
@@ -254,6 +304,9 @@ class RaftNode:
     def _on_vote_response(self, resp: VoteResponse, now: int) -> Outgoing:
         if resp.epoch > self.epoch:
             self._observe_epoch(resp.epoch, resp.leader, now)
+            return []
+        if self.role == CANDIDATE and resp.epoch == self.epoch and resp.leader not in (None, self.id):
+            self._become_follower(resp.epoch, resp.leader, now)  # this epoch already has its leader
             return []
         if self.role != CANDIDATE or resp.epoch < self.epoch or not resp.granted:
             return []
@@ -303,8 +356,7 @@ class RaftNode:
             return []
         if resp.base_offset != log.end_offset:
             return []  # an answer to an older fetch
-        for entry in resp.entries:
-            log.append(entry)
+        log.extend(resp.entries)
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, log.end_offset))
         if resp.entries:
             self._next_fetch = now  # more may be waiting

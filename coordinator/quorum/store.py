@@ -74,14 +74,33 @@ class FileQuorumLog(QuorumLog):
         return entries, pos
 
     def append(self, entry: Entry) -> int:
-        offset = super().append(entry)
-        body = struct.pack(">I", entry.epoch) + _encode_payload(entry.payload)
-        frame = struct.pack(">II", len(body) + 4, crc32c.crc32c(body)) + body
-        os.pwrite(self._fd, frame, self._size)
-        os.fsync(self._fd)
-        self._offsets.append(self._size)
-        self._size += len(frame)
+        offset = len(self.entries)
+        self.extend((entry,))
         return offset
+
+    def extend(self, entries) -> None:
+        """All frames in one write and one fsync; the entries are in memory only once it returned."""
+        if not entries:
+            return
+        last = self.last_epoch
+        frames, offsets, pos = [], [], self._size
+        for entry in entries:
+            if entry.epoch < last:
+                raise ValueError(f"epoch {entry.epoch} after {last}")
+            last = entry.epoch
+            body = struct.pack(">I", entry.epoch) + _encode_payload(entry.payload)
+            frame = struct.pack(">II", len(body) + 4, crc32c.crc32c(body)) + body
+            frames.append(frame)
+            offsets.append(pos)
+            pos += len(frame)
+        data = b"".join(frames)
+        written = 0
+        while written < len(data):
+            written += os.pwrite(self._fd, data[written:], self._size + written)
+        os.fsync(self._fd)
+        self.entries.extend(entries)
+        self._offsets.extend(offsets)
+        self._size = pos
 
     def truncate_to(self, offset: int) -> None:
         if offset >= len(self.entries):

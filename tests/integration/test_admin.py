@@ -128,6 +128,15 @@ def test_create_duplicate_topic(shared_broker):
     assert len(admin.list_topics(timeout=TIMEOUT).topics["adm-dup"].partitions) == 2  # untouched
 
 
+def test_the_metadata_log_is_no_topic(shared_broker):
+    """Kafka (KRaft) refuses to create `__cluster_metadata` (its metadata log; minikafka's quorum log
+    lives in that directory name too)."""
+    admin = new_admin(shared_broker)
+    assert error_of(admin.create_topics([NewTopic("__cluster_metadata", 1, 1)])["__cluster_metadata"]) == \
+        ke.InvalidRequestError.errno
+    assert "__cluster_metadata" not in topic_names(admin)
+
+
 @pytest.mark.parametrize("name", ["bad name", "bad/name", "..", ".", "x" * 250, "ünïcode"])
 def test_create_topic_invalid_name(shared_broker, name):
     admin = new_admin(shared_broker)

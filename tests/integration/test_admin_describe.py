@@ -93,6 +93,15 @@ def test_describe_cluster_authorized_operations(shared_broker, include):
     assert ops(r.authorized_operations) == (CLUSTER_OPS if include else None)
 
 
+def test_describe_cluster_controllers_on_a_broker_listener_is_a_mismatch(shared_broker):
+    with RawClient(shared_broker.bootstrap) as c:
+        r = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2,
+                                             include_fenced_brokers=False), 2, DescribeClusterResponse)
+    assert (r.error_code, r.error_message) == (ke.MismatchedEndpointTypeError.errno, "The request was sent to an "
+                                               "endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")
+    assert (r.controller_id, r.brokers) == (-1, [])
+
+
 @pytest.mark.parametrize("version", [5, 6])
 def test_describe_groups_authorized_operations(shared_broker, version):
     """A group that does not exist: Dead with no error before v6 (operations filled in), an error

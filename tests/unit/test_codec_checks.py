@@ -13,7 +13,7 @@ from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from minikafka.broker.handlers import load_all
-from minikafka.broker.registry import HANDLERS
+from minikafka.broker.registry import CONTROLLER_HANDLERS, HANDLERS
 from minikafka.protocol.codec import DecodeError, decode_body
 
 from ..protocol_strategies import encode_body, request_objects
@@ -21,7 +21,7 @@ from ..protocol_strategies import encode_body, request_objects
 load_all()  # fills the dispatch table
 
 SOAK = int(os.environ.get("MINIKAFKA_FUZZ_EXAMPLES", "0") or 0)
-VERSIONS = [(s, v) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)
+VERSIONS = [(s, v) for s in sorted([*HANDLERS.values(), *CONTROLLER_HANDLERS.values()], key=lambda s: s.api_key)
             for v in range(s.min_version, s.max_version + 1)]
 CHECK_SETTINGS = settings(max_examples=max(300, SOAK // 4), deadline=None, derandomize=not SOAK, database=None,
                           suppress_health_check=list(HealthCheck))

@@ -114,11 +114,39 @@ def test_stale_leader_is_fenced_and_its_uncommitted_entries_truncated():
     assert nodes[1].committed() == nodes[2].committed()
 
 
+def test_a_restarted_voter_learns_the_leader_from_a_repeated_begin_quorum_epoch():
+    nodes = three()
+    elect(nodes, 1, 0)
+    replicate(nodes, 10)
+    nodes[3] = RaftNode(3, (1, 2, 3), nodes[3].p, CONFIG, now=20)  # restart: persistent state only
+    deliver(nodes, nodes[2].tick(260), 260)  # node 2 keeps fetching; node 3 does not
+    out = nodes[1].tick(300)
+    assert [(d, type(m)) for d, m in out] == [(3, BeginQuorumEpoch)]
+    deliver(nodes, out, 300)
+    assert nodes[3].role == FOLLOWER and nodes[3].leader == 1 and nodes[3].epoch == 1
+
+
+def test_a_candidate_in_an_epoch_that_has_a_leader_follows_it():
+    """A voter cut off during an election campaigns in the epoch just won by another: the answer
+    naming that epoch's leader makes it a follower (no second election, no disruption)."""
+    nodes = three()
+    elect(nodes, 1, 0)
+    late = RaftNode(3, (1, 2, 3), PersistentState(), CONFIG)
+    late._deadline = 0
+    (dst, req), _ = late.tick(0)
+    assert req.epoch == 1 and late.role == CANDIDATE
+    (_, resp), = nodes[dst].receive(req, 5)
+    assert not resp.granted and resp.leader == 1
+    late.receive(resp, 5)
+    assert late.role == FOLLOWER and late.leader == 1 and late.epoch == 1
+
+
 def test_cut_off_leader_resigns_after_the_fetch_timeout():
     nodes = three()
     elect(nodes, 1, 0)
     replicate(nodes, 10)
-    assert nodes[1].tick(900) == [] and nodes[1].role == LEADER
+    out = nodes[1].tick(900)  # silent voters get BeginQuorumEpoch again, nothing else
+    assert nodes[1].role == LEADER and out and all(isinstance(m, BeginQuorumEpoch) for _, m in out)
     nodes[1].tick(2100)  # nobody fetched for more than fetch_timeout_ms
     assert nodes[1].role == UNATTACHED and nodes[1].propose("x") is None
 
@@ -201,3 +229,24 @@ def test_entries_of_an_older_epoch_commit_only_under_one_of_the_leaders_own():
     assert nodes[1].high_watermark <= 2, "x counted as committed before an epoch-4 entry is on a majority"
     replicate(up, 30, rounds=2)
     assert nodes[1].high_watermark == 4  # now LC4 (and x beneath it) are on a majority
+
+
+def test_tick_before_next_wakeup_does_nothing():
+    """A driver may sleep until `next_wakeup()`: at every step of a faulty simulation, ticking any node
+    (a copy) at any earlier time returns nothing and changes neither role, epoch nor leader."""
+    import copy
+    sim = Sim(seed=7)
+    checked = 0
+    for _ in range(400):
+        sim.step()
+        for n in sim.nodes.values():
+            if n is None:
+                continue
+            wake = n.next_wakeup()
+            for t in {sim.now, (sim.now + wake) // 2, wake - 1}:
+                if t < wake:
+                    c = copy.deepcopy(n)
+                    assert c.tick(t) == [] and (c.role, c.epoch, c.leader) == (n.role, n.epoch, n.leader)
+                    checked += 1
+        sim._maybe_fault()
+    assert checked > 500

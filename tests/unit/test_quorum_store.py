@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry
 from minikafka.coordinator.quorum.raft import RaftConfig, RaftNode, VoteRequest
 from minikafka.coordinator.quorum.store import LOG_FILE, STATE_FILE, FilePersistentState
@@ -69,3 +71,27 @@ def test_a_vote_given_before_a_crash_holds_after_it(tmp_path):
     (_, r), = restarted.receive(VoteRequest(4, 3, 0, 0), 0)
     assert not r.granted and restarted.epoch == 4
     restarted.p.close()
+
+
+def test_a_fetched_run_of_entries_is_one_write_and_one_fsync(tmp_path, monkeypatch):
+    p = FilePersistentState(tmp_path)
+    syncs = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real(fd)))
+    p.log.extend(entries(5))
+    assert len(syncs) == 1 and p.log.entries == entries(5)
+    with pytest.raises(ValueError):
+        p.log.extend([Entry(9, "a"), Entry(3, "older epoch")])
+    assert p.log.entries == entries(5)  # nothing of a refused run is kept
+    p.close()
+    assert FilePersistentState(tmp_path).log.entries == entries(5)
+
+
+def test_meta_properties_wait_for_the_agreed_cluster_id(tmp_path):
+    from minikafka.broker.meta_properties import ensure_meta, write_meta
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    assert ensure_meta(dirs, 1, "", agreed=True) is None  # nothing configured or stored: the quorum decides
+    assert not any((d / "meta.properties").exists() for d in dirs)
+    write_meta(dirs, 1, "agreedId")
+    assert ensure_meta(dirs, 1, "", agreed=True) == "agreedId" == ensure_meta(dirs, 1, "")
+    assert ensure_meta([tmp_path / "c"], 1, "configured", agreed=True) == "configured"

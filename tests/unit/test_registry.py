@@ -74,7 +74,7 @@ LAZY = [
     "minikafka.coordinator.group_coordinator", "minikafka.coordinator.txn_coordinator",
     "minikafka.storage.partition_log", "minikafka.protocol.record_validator",
     "minikafka.broker.handlers.produce", "minikafka.broker.handlers.fetch", "kafka.protocol.admin",
-    "kafka.protocol.producer", "importlib.metadata",
+    "kafka.protocol.producer", "importlib.metadata", "minikafka.coordinator.quorum.raft",
 ]
 
 
@@ -103,3 +103,34 @@ def test_readme_protocol_table_matches_the_api_table() -> None:
     rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)(?:–(\d+))? \|$", readme, re.M)
     table = {int(key): (name, int(lo), int(hi or lo)) for name, key, lo, hi in rows}
     assert table == {key: (ApiKey(key).name, e.min_version, e.max_version) for key, e in API_TABLE.items()}
+
+
+def test_controller_table_matches_the_decorators_and_the_readme():
+    """The controller listener's table (KRaft combined mode): each API has a handler with the same
+    versions (its own controller handler, or the broker one); README's controller table lists it."""
+    import re
+    from pathlib import Path
+
+    from kafka.protocol.api_key import ApiKey
+
+    from minikafka.broker.registry import CONTROLLER_API_TABLE, CONTROLLER_HANDLERS
+
+    for key, entry in CONTROLLER_API_TABLE.items():
+        spec = spec_for(key, controller=True)
+        assert spec is not None and spec is (CONTROLLER_HANDLERS.get(key) or HANDLERS[key]), key
+        assert (spec.min_version, spec.max_version) == (entry.min_version, entry.max_version), key
+    assert set(CONTROLLER_HANDLERS) <= set(CONTROLLER_API_TABLE)
+    assert spec_for(0, controller=True) is None  # Produce: not on a controller listener
+    from minikafka.broker.registry import QUORUM_BROKER_API_TABLE
+    for key, entry in QUORUM_BROKER_API_TABLE.items():  # on broker listeners of a quorum node only
+        assert key not in API_TABLE and spec_for(key) is None
+        assert spec_for(key, quorum=True) is CONTROLLER_HANDLERS[key] and key in CONTROLLER_API_TABLE
+        assert (key, entry.min_version, entry.max_version) in advertised_versions(quorum=True)
+    assert not {52, 53, 54} & set(API_TABLE)  # the quorum's RPCs: never on a broker listener
+    assert advertised_versions(controller=True) == [(k, e.min_version, e.max_version)
+                                                    for k, e in sorted(CONTROLLER_API_TABLE.items())]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)(?:–(\d+))? \|[^|]*\|$", readme, re.M)
+    table = {int(key): (name, int(lo), int(hi or lo)) for name, key, lo, hi in rows}
+    assert table == {key: (ApiKey(key).name, e.min_version, e.max_version)
+                     for key, e in CONTROLLER_API_TABLE.items()}

@@ -1,0 +1,297 @@
+"""The metadata quorum of one node over the wire: a RaftNode (raft.py) over FilePersistentState in
+`<log.dirs[0]>/__cluster_metadata-0/`, driven by the event loop.
+
+* **Time.** A tick task calls `node.tick(now)` every TICK_S (monotonic ms); nothing busy-waits.
+* **Outgoing.** Messages the core emits go to a per-peer sender task over a persistent connection to
+  that voter's controller endpoint (peer.py); at most one request in flight per peer, and per peer only
+  the newest message of each kind waits (an older Vote or Fetch is stale once a newer one exists). The
+  answer (VoteResponse, FetchResponse) is fed back into the core; a failed request is a lost message.
+* **Incoming.** The controller listener's handlers (broker/handlers/quorum.py) call `receive`; the
+  core's answer to the requester is the RPC's response, anything else it emits is sent as above.
+* **Cluster id** (issue 16): `cluster.id` if configured, else the id in this node's meta.properties,
+  else agreed through the quorum: a leader whose log holds no ClusterId record proposes one (the
+  configured/stored id, or a new random one) right after its epoch's LEADER_CHANGE entry; every node
+  adopts the id once that entry is committed and writes it to meta.properties. RPCs carry the
+  sender's known id and are refused with INCONSISTENT_CLUSTER_ID when both ids are known and differ.
+
+Entry payloads are generic JSON values; metadata records are dicts with a "type" (only "ClusterId"
+so far), so broker/topic records can be added without changing the log.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import wire
+from .peer import PeerClient, PeerError
+from .raft import LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, Message, RaftConfig, RaftNode, VoteRequest
+from .store import FilePersistentState
+
+if TYPE_CHECKING:
+    from ...broker.config import QuorumConfig
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.01  # the shortest pause between two ticks
+MAX_SLEEP_S = 0.5  # the longest
+STOP_WAIT_S = 1.0
+FETCH_MAX_WAIT_MS = 500
+METADATA_DIR = "__cluster_metadata-0"
+CLUSTER_ID_RECORD = "ClusterId"
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class QuorumDriver:
+    def __init__(self, node_id: int, quorum: "QuorumConfig", log_dir: Path, cluster_id: str | None,
+                 on_cluster_id=None) -> None:
+        self.id = node_id
+        self.quorum = quorum
+        self.cluster_id = cluster_id
+        self._on_cluster_id = on_cluster_id
+        self.persistent = FilePersistentState(log_dir / METADATA_DIR)
+        config = RaftConfig(fetch_timeout_ms=quorum.fetch_timeout_ms, election_timeout_ms=quorum.election_timeout_ms,
+                            election_backoff_max_ms=quorum.election_backoff_max_ms)
+        self.node = RaftNode(node_id, tuple(quorum.voters), self.persistent, config, random.Random(), _now_ms())
+        # followers long-poll (Kafka's raft fetches wait up to 500 ms); well inside the fetch timeout
+        self.fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS, quorum.fetch_timeout_ms // 4,
+                                     quorum.request_timeout_ms // 2)
+        self.peers = {v: PeerClient(v, host, port, f"raft-client-{node_id}", quorum.request_timeout_ms / 1000,
+                                    quorum.retry_backoff_ms / 1000)
+                      for v, (host, port) in quorum.voters.items() if v != node_id}
+        self._pending: dict[int, dict[type, Message]] = {v: {} for v in self.peers}
+        self._wakeup = {v: asyncio.Event() for v in self.peers}
+        self._tasks: list[asyncio.Task] = []
+        self._stopped = False
+        self._admin_clients: dict[int, PeerClient] = {}  # forward()
+        self._refused_by: set[int] = set()  # peers that answered INCONSISTENT_CLUSTER_ID (logged once each)
+        self._applied = 0
+        self._last_role = (None, -1)
+        self._poke = asyncio.Event()  # set after every step of the core: the tick loop looks again
+        self._changed: asyncio.Future | None = None  # resolved when the log end, HW, epoch or role changes
+        self._seen: tuple = ()
+        self._checked_epoch = -1  # the epoch in which this node (as leader) made sure a ClusterId record exists
+        # leader's view for DescribeQuorum: voter -> (log end offset, last fetch wall ms, last caught-up wall ms)
+        self.follower_state: dict[int, tuple[int, int, int]] = {}
+        # leader: the high watermark each follower was last answered (a fetch with nothing newer long-polls)
+        self.told_high_watermark: dict[int, int] = {}
+
+    # -- life cycle -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._tick_loop(), name="quorum-tick"))
+        for v in self.peers:
+            self._tasks.append(asyncio.create_task(self._sender(v), name=f"quorum-peer-{v}"))
+        log.info("metadata quorum: node %d of voters %s, epoch %d, log end %d", self.id,
+                 ",".join(map(str, sorted(self.quorum.voters))), self.node.epoch, self.node.log.end_offset)
+
+    async def stop(self, resign_timeout_s: float = 1.0) -> None:
+        """Resign if leader (EndQuorumEpoch to the others, waited for at most `resign_timeout_s`),
+        stop the tasks, close the log."""
+        out = self.node.resign(_now_ms())
+        if out:
+            log.info("metadata quorum: resigning leadership of epoch %d", self.node.epoch)
+            sends = [self._send_end(dst, msg) for dst, msg in out if isinstance(msg, EndQuorumEpoch)]
+            await asyncio.wait([asyncio.ensure_future(s) for s in sends], timeout=resign_timeout_s)
+        self._stopped = True  # the loops end on their own too (a cancellation can be lost, gh-86296)
+        self._poke.set()
+        for event in self._wakeup.values():
+            event.set()
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            _done, stuck = await asyncio.wait(self._tasks, timeout=STOP_WAIT_S)
+            if stuck:
+                log.warning("metadata quorum: %d task(s) did not stop within %.0f s", len(stuck), STOP_WAIT_S)
+        for peer in [*self.peers.values(), *self._admin_clients.values()]:
+            peer.close()
+        self.persistent.close()
+
+    # -- the core -------------------------------------------------------------------------------------
+    def receive(self, msg: Message, reply_type: type | None = None) -> Message | None:
+        """Feed `msg` to the core; the core's message of `reply_type` to the sender (the RPC's answer),
+        the rest sent to the peers."""
+        out = self.node.receive(msg, _now_ms())
+        reply = None
+        sender = getattr(msg, "candidate", None) if isinstance(msg, VoteRequest) else getattr(msg, "replica", None)
+        rest = []
+        for dst, m in out:
+            if reply is None and reply_type is not None and isinstance(m, reply_type) and dst == sender:
+                reply = m
+            else:
+                rest.append((dst, m))
+        if isinstance(msg, FetchRequest) and reply is not None and self.node.role == LEADER:
+            wall = int(time.time() * 1000)
+            caught_up = msg.fetch_offset >= self.node.log.end_offset
+            prev = self.follower_state.get(msg.replica, (-1, -1, -1))
+            self.follower_state[msg.replica] = (msg.fetch_offset, wall, wall if caught_up else prev[2])
+        self._dispatch(rest)
+        self._after_step()
+        return reply
+
+    def _dispatch(self, out: list[tuple[int, Message]]) -> None:
+        for dst, msg in out:
+            if dst in self._pending:
+                self._pending[dst][type(msg)] = msg
+                self._wakeup[dst].set()
+
+    def _after_step(self) -> None:
+        node = self.node
+        role = (node.role, node.epoch)
+        if role != self._last_role:
+            self._last_role = role
+            log.info("metadata quorum: node %d is %s in epoch %d (leader %s)", self.id, node.role, node.epoch,
+                     node.leader)
+            if node.role == LEADER:
+                self.follower_state = {}
+                self.told_high_watermark = {}
+        if node.role == LEADER and self._checked_epoch != node.epoch:
+            self._checked_epoch = node.epoch
+            if not any(_is_cluster_id(e.payload) for e in node.log.entries):
+                node.propose({"type": CLUSTER_ID_RECORD, "clusterId": self.cluster_id or _new_cluster_id()})
+        self._apply_committed()
+        self._poke.set()
+        seen = (node.log.end_offset, node.high_watermark, node.epoch, node.role)
+        if seen != self._seen:
+            self._seen = seen
+            if self._changed is not None and not self._changed.done():
+                self._changed.set_result(None)
+            self._changed = None
+
+    async def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait until the log end, high watermark, epoch or role changes (True) or `timeout_s` passes."""
+        if self._changed is None:
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def _apply_committed(self) -> None:
+        node = self.node
+        while self._applied < node.high_watermark:
+            payload = node.log.entries[self._applied].payload
+            self._applied += 1
+            if _is_cluster_id(payload):
+                agreed = payload["clusterId"]
+                if self.cluster_id is None:
+                    self.cluster_id = agreed
+                    log.info("metadata quorum: cluster id %s agreed", agreed)
+                    if self._on_cluster_id is not None:
+                        self._on_cluster_id(agreed)
+                elif agreed != self.cluster_id:
+                    log.error("metadata quorum: the quorum's cluster id is %s but this node's is %s", agreed,
+                              self.cluster_id)
+
+    async def _tick_loop(self) -> None:
+        """Tick the core when it has something to do (`next_wakeup`), or after any step that may have
+        changed that (`_poke`); never more often than every TICK_S, at least every MAX_SLEEP_S."""
+        while not self._stopped:
+            try:
+                self._dispatch(self.node.tick(_now_ms()))
+                self._after_step()
+                delay = (self.node.next_wakeup() - _now_ms()) / 1000
+            except Exception:
+                log.exception("metadata quorum: tick failed")
+                delay = TICK_S
+            self._poke.clear()
+            await asyncio.sleep(TICK_S)
+            delay = min(MAX_SLEEP_S, delay - TICK_S)
+            if delay > 0 and not self._poke.is_set():
+                try:
+                    await asyncio.wait_for(self._poke.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+
+    # -- peers ----------------------------------------------------------------------------------------
+    async def _sender(self, v: int) -> None:
+        pending, wakeup = self._pending[v], self._wakeup[v]
+        while not self._stopped:
+            await wakeup.wait()
+            wakeup.clear()
+            while pending and not self._stopped:
+                kind = next(iter(pending))
+                msg = pending.pop(kind)
+                try:
+                    await self._send(v, msg)
+                except PeerError as exc:
+                    log.debug("metadata quorum: %s to node %d lost: %s", type(msg).__name__, v, exc)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("metadata quorum: sending %s to node %d failed", type(msg).__name__, v)
+
+    async def _send(self, v: int, msg: Message) -> None:
+        from ...protocol import messages as m
+        peer = self.peers[v]
+        if isinstance(msg, VoteRequest):
+            resp = await peer.request(wire.vote_request(msg, v, self.cluster_id), wire.VOTE_VERSION, m.VoteResponse)
+            answer: Message | None = wire.from_vote_response(resp, v)
+        elif isinstance(msg, FetchRequest):
+            from kafka.protocol.consumer import FetchResponse as KFetchResponse
+            resp = await peer.request(wire.fetch_request(msg, self.cluster_id, self.fetch_max_wait_ms),
+                                      wire.FETCH_VERSION, KFetchResponse)
+            answer = wire.from_fetch_response(resp, msg.fetch_offset)
+        elif isinstance(msg, BeginQuorumEpoch):
+            await peer.request(wire.begin_request(msg, v, self.cluster_id), wire.BEGIN_VERSION,
+                               m.BeginQuorumEpochResponse)
+            return
+        elif isinstance(msg, EndQuorumEpoch):
+            await self._send_end(v, msg)
+            return
+        else:  # VoteResponse/FetchResponse are answers, never sent on their own
+            return
+        if resp.error_code == wire.INCONSISTENT_CLUSTER_ID and v not in self._refused_by:
+            self._refused_by.add(v)
+            log.error("metadata quorum: node %d refuses this node's requests: it belongs to another cluster "
+                      "(this node's cluster id: %s)", v, self.cluster_id)
+        if answer is not None:
+            self._dispatch(self.node.receive(answer, _now_ms()))
+            self._after_step()
+
+    async def _send_end(self, v: int, msg: EndQuorumEpoch) -> None:
+        from ...protocol import messages as m
+        try:
+            await self.peers[v].request(wire.end_request(msg, self.cluster_id), wire.END_VERSION,
+                                        m.EndQuorumEpochResponse)
+        except PeerError:
+            pass
+
+    async def forward(self, v: int, req: Any, version: int, response_class: type) -> Any:
+        """`req` sent to voter v's controller listener (admin requests; own connection per voter, so
+        that the quorum's traffic never waits behind them); raises PeerError."""
+        client = self._admin_clients.get(v)
+        if client is None:
+            host, port = self.quorum.voters[v]
+            client = self._admin_clients[v] = PeerClient(v, host, port, f"forward-{self.id}",
+                                                         self.quorum.request_timeout_ms / 1000)
+        resp = await client.request(req, version, response_class)
+        resp._header = None  # answered again under the caller's own header
+        return resp
+
+    # -- views ----------------------------------------------------------------------------------------
+    def cluster_id_conflicts(self, theirs: str | None) -> bool:
+        return bool(theirs) and self.cluster_id is not None and theirs != self.cluster_id
+
+    def status(self) -> dict[str, Any]:
+        n = self.node
+        return {"node": self.id, "role": n.role, "epoch": n.epoch, "leader": n.leader,
+                "high_watermark": n.high_watermark, "log_end_offset": n.log.end_offset}
+
+
+def _is_cluster_id(payload: Any) -> bool:
+    return isinstance(payload, dict) and payload.get("type") == CLUSTER_ID_RECORD
+
+
+def _new_cluster_id() -> str:
+    from ...broker.meta_properties import new_cluster_id
+    return new_cluster_id()
+
+
+__all__ = ["QuorumDriver"]
