@@ -29,6 +29,7 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 ADMIN_PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
                     'password="admin-secret" user_admin="admin-secret";')
+PLAIN_USERS_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_dave="dave-secret";'
 MECHANISM = "SCRAM-SHA-512"
 
 
@@ -37,7 +38,8 @@ def secure_config(pki: Pki) -> dict[str, str]:
     return {
         "listener.name.secure.ssl.keystore.type": "PEM",
         "listener.name.secure.ssl.keystore.location": pki.path("server.pem"),
-        "listener.name.secure.sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
+        "listener.name.secure.sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
+        "listener.name.secure.plain.sasl.jaas.config": PLAIN_USERS_JAAS,
         "listener.name.secure.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
         "listener.name.secure.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
         "authorizer.class.name": AUTHORIZER,
@@ -114,9 +116,30 @@ def broker(request, pki, tmp_path_factory):
     b.stop()
 
 
-def client(b: SecureBroker, pki: Pki, user: str, password: str, **extra) -> dict:
+def client(b: SecureBroker, pki: Pki, user: str, password: str, mechanism: str = MECHANISM, **extra) -> dict:
     return {"bootstrap.servers": b.secure, "security.protocol": "SASL_SSL", "ssl.ca.location": pki.path("ca.pem"),
-            "sasl.mechanism": MECHANISM, "sasl.username": user, "sasl.password": password, **extra}
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password, **extra}
+
+
+@pytest.mark.parametrize("mechanism, user, password", [("PLAIN", "dave", "dave-secret"),
+                                                       ("SCRAM-SHA-256", "erin", "erin-secret"),
+                                                       ("SCRAM-SHA-512", "admin", "admin-secret")])
+def test_each_mechanism_over_sasl_ssl_right_and_wrong_password(broker, pki, mechanism, user, password):
+    if mechanism == "SCRAM-SHA-256":  # a SCRAM-SHA-256 credential made by the admin at run time
+        admin = AdminClient(client(broker, pki, "admin", "admin-secret"))
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, info, password.encode())])[user].result(30)
+    ok = AdminClient(client(broker, pki, user, password, mechanism))
+    ok.list_topics(timeout=30)  # authenticated over TLS (listing needs no ACL)
+    errors: list = []
+    bad = AdminClient(client(broker, pki, user, password + "-wrong", mechanism, error_cb=errors.append))
+    with pytest.raises(KafkaException):
+        bad.list_topics(timeout=5)
+    def reported() -> list:
+        bad.poll(0.2)  # error callbacks are served from poll()
+        return errors
+    wait_until(reported, timeout=15, what="the error callback")
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 
 
 def acl(rtype: ResourceType, name: str, principal: str, op: AclOperation) -> AclBinding:
