@@ -469,6 +469,10 @@ class Connection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             self.abort()  # broker shutdown: an in-flight request gets no answer, as in Kafka
             raise
+        except Exception as exc:  # our bug anywhere on the way out: close, never leave the connection muted
+            log.error("connection %s: request processing failed: %r", self.peer, exc, exc_info=True)
+            self.close(logging.DEBUG, f"request processing failed: {exc!r}")
+            return
         finally:
             if response is not None:
                 _close_slices(response)
@@ -578,7 +582,10 @@ class Connection(asyncio.BufferedProtocol):
         if isinstance(response, EncodedBody):
             return (encode_response_prefix(header.correlation_id, response.size, header_flexible), response)
         # a handler's own fast-path encoding (protocol/produce_encoding.py), or kafka-python's
-        body = response if isinstance(response, (bytes, bytearray)) else response.encode(version=version)
+        try:
+            body = response if isinstance(response, (bytes, bytearray)) else response.encode(version=version)
+        except Exception as exc:  # our bug: a field the schema cannot carry; never leave the request hanging
+            raise HandlerFailed(f"encoding {type(response).__name__} v{version} failed: {exc!r}") from None
         # prefix and body go out as two buffers: a large body is not copied again
         return (encode_response_prefix(header.correlation_id, len(body), header_flexible), body)
 

@@ -299,6 +299,35 @@ def test_handler_failure_is_one_error_line_without_traceback(monkeypatch, caplog
     assert "API key 18 v3" in msg and "RuntimeError('boom')" in msg
 
 
+def test_a_response_that_cannot_be_encoded_closes_the_connection(monkeypatch, caplog):
+    """Our bug on the way out (a value the schema cannot carry) closes this connection with one error
+    line: the client sees the close and retries, instead of waiting forever on a muted connection."""
+    from kafka.protocol.metadata import ApiVersionsResponse
+
+    async def unencodable(ctx, request):
+        return ApiVersionsResponse(error_code="not a number", api_keys=[], throttle_time_ms=0)
+
+    spec = HANDLERS[18]
+    monkeypatch.setitem(HANDLERS, 18, dataclasses.replace(spec, handler=unencodable))
+    req = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    req.with_header(correlation_id=6, client_id="t")
+    raw = bytes(req.encode(version=3, header=True, framed=True))
+
+    async def main():
+        reg = registry()
+        server, port = await serve(reg, Connection)
+        reader, writer = await connect(port)
+        writer.write(raw)
+        assert await asyncio.wait_for(reader.read(), 3) == b""
+        await wait_for(lambda: reg.count == 0)
+        server.close()
+
+    with caplog.at_level(logging.INFO):
+        run("uvloop", main())
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "encoding ApiVersionsResponse v3 failed" in errors[0], errors
+
+
 def test_connection_limits_refuse_at_once():
     async def main():
         reg = registry(max_connections=3, max_connections_per_ip=2)
