@@ -85,7 +85,7 @@ class Broker:
                 factory = tls_protocol_factory(loop, factory, tls, self.config.ssl_handshake_timeout_ms / 1000)
             server = await loop.create_server(factory,
                                               listener.host or None, listener.port,
-                                              reuse_address=True, backlog=1024)
+                                              reuse_address=True, backlog=1024, start_serving=False)
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound_ports.append(port)
@@ -93,6 +93,8 @@ class Broker:
             log.info("listening on %s://%s:%d (%s%s)", listener.name, listener.host or "0.0.0.0", port,
                      self.config.security_protocols.get(listener.name, "PLAINTEXT"),
                      f", {'/'.join(tls.protocols)}, ssl.client.auth={tls.client_auth}" if tls else "")
+        for server in self._servers:  # all bound first: a client answered on one listener finds every other open
+            await server.start_serving()
         adv = self.state.advertised
         log.info("minikafka %s ready in %.0f ms: node %d, cluster %s, data dir %s, advertised %s:%d",
                  __version__, (time.monotonic() - t0) * 1000, self.config.node_id, self.state.cluster_id,
