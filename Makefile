@@ -17,7 +17,7 @@ run: setup
 # The whole suite against minikafka, then the black-box suites again against Apache Kafka (the
 # oracle): every semantic test must hold for both. Tests of minikafka internals are deselected there.
 test: setup-test kafka-lab spark-jars
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15 $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache_kafka --broker=kafka tests/integration $(PYTEST_ARGS) || \
 	  { echo "oracle pass: re-running its failed tests once (Apache Kafka updates metadata asynchronously)"; \
 	    $(VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache_kafka --broker=kafka --lf tests/integration $(PYTEST_ARGS); }
