@@ -250,9 +250,8 @@ def test_exactly_once_pipeline_over_sasl_ssl_with_acls(broker, pki, tmp_path):
     assert any(e.code() == KafkaError._AUTHENTICATION for e in wrong_errors), wrong_errors
 
 
-def test_users_and_acls_survive_kill_minus_9(broker, pki, request):
-    if broker.kind != "minikafka":
-        pytest.skip("kill -9 of the broker under test: minikafka only")
+@pytest.mark.minikafka_only  # kill -9 of the broker under test
+def test_users_and_acls_survive_kill_minus_9(broker, pki):
     admin_conf = client(broker, pki, "admin", "admin-secret")
     admin = AdminClient(admin_conf)
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
