@@ -271,12 +271,11 @@ def test_pool_backpressure_pauses_reading_and_resumes(loop_kind):
     run(loop_kind, main())
 
 
-def test_handler_failure_is_one_error_line_without_traceback(monkeypatch, caplog):
-    async def boom(ctx, request):
-        raise RuntimeError("boom")
-
+def _api_versions_with_handler(monkeypatch, caplog, handler) -> list[logging.LogRecord]:
+    """Send one ApiVersions v3 answered by `handler`; the broker must close the connection. The log
+    records at WARNING and above."""
     spec = HANDLERS[18]
-    monkeypatch.setitem(HANDLERS, 18, dataclasses.replace(spec, handler=boom))
+    monkeypatch.setitem(HANDLERS, 18, dataclasses.replace(spec, handler=handler))
     req = ApiVersionsRequest(client_software_name="t", client_software_version="1")
     req.with_header(correlation_id=5, client_id="t")
     raw = bytes(req.encode(version=3, header=True, framed=True))
@@ -292,7 +291,14 @@ def test_handler_failure_is_one_error_line_without_traceback(monkeypatch, caplog
 
     with caplog.at_level(logging.INFO):
         run("uvloop", main())
-    records = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    return [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_handler_failure_is_one_error_line_without_traceback(monkeypatch, caplog):
+    async def boom(ctx, request):
+        raise RuntimeError("boom")
+
+    records = _api_versions_with_handler(monkeypatch, caplog, boom)
     assert len(records) == 1, [r.getMessage() for r in records]
     msg = records[0].getMessage()
     assert records[0].levelno == logging.ERROR and not records[0].exc_info
@@ -307,24 +313,7 @@ def test_a_response_that_cannot_be_encoded_closes_the_connection(monkeypatch, ca
     async def unencodable(ctx, request):
         return ApiVersionsResponse(error_code="not a number", api_keys=[], throttle_time_ms=0)
 
-    spec = HANDLERS[18]
-    monkeypatch.setitem(HANDLERS, 18, dataclasses.replace(spec, handler=unencodable))
-    req = ApiVersionsRequest(client_software_name="t", client_software_version="1")
-    req.with_header(correlation_id=6, client_id="t")
-    raw = bytes(req.encode(version=3, header=True, framed=True))
-
-    async def main():
-        reg = registry()
-        server, port = await serve(reg, Connection)
-        reader, writer = await connect(port)
-        writer.write(raw)
-        assert await asyncio.wait_for(reader.read(), 3) == b""
-        await wait_for(lambda: reg.count == 0)
-        server.close()
-
-    with caplog.at_level(logging.INFO):
-        run("uvloop", main())
-    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    errors = [r.getMessage() for r in _api_versions_with_handler(monkeypatch, caplog, unencodable)]
     assert len(errors) == 1 and "encoding ApiVersionsResponse v3 failed" in errors[0], errors
 
 
