@@ -9,14 +9,13 @@ import os
 import re
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from kafka.protocol.admin import (DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
                                   DescribeQuorumResponse)
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from tests.cluster_harness import NOT_LEADER_OR_FOLLOWER, Cluster
+from tests.cluster_harness import Cluster
 from tests.conftest import BrokerProcess, free_port
 from tests.helpers import RawClient, metadata_raw, wait_until
 
