@@ -8,6 +8,10 @@
         kafka = minikafka_factory(config={"log.retention.ms": "1000"})
         kafka.kill(); kafka.start()
 
+    def test_failover(minikafka_cluster):             # a three-node cluster of its own for this test
+        minikafka_cluster.create_topic("orders", replication_factor=3)
+        minikafka_cluster.kill(minikafka_cluster.leader_of("orders", 0))
+
 Broker config for every broker started here: `--minikafka-config KEY=VALUE` (repeatable) over the ini key
 `minikafka_config` (one KEY=VALUE a line); a factory call's own `config` goes on top. Each pytest
 process has its own session, so under pytest-xdist every worker gets its own broker on its own port.
@@ -18,7 +22,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from .testing import MiniKafka
+from .testing import MiniKafka, MiniKafkaCluster
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -73,3 +77,13 @@ def minikafka_factory(pytestconfig: pytest.Config) -> Iterator[Callable[..., Min
     finally:
         for kafka in started:
             kafka.close()
+
+
+@pytest.fixture
+def minikafka_cluster(pytestconfig: pytest.Config) -> Iterator[MiniKafkaCluster]:
+    """A three-node minikafka cluster for this test (it may kill and pause nodes), closed at the end."""
+    cluster = MiniKafkaCluster(3, config=minikafka_config(pytestconfig))
+    try:
+        yield cluster
+    finally:
+        cluster.close()

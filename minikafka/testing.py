@@ -351,3 +351,8 @@ def _raise_for(code: int, message: str | None, what: str) -> None:
     import kafka.errors
     name = kafka.errors.for_code(code).__name__
     raise MiniKafkaError(f"{what}: {name} ({code}){': ' + message if message else ''}")
+
+
+from .testing_cluster import MiniKafkaCluster  # noqa: E402  (it builds on MiniKafka above)
+
+__all__ += ["MiniKafkaCluster"]
