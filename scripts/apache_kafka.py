@@ -482,7 +482,7 @@ class KafkaBroker:
             self.work_dir = Path(tempfile.mkdtemp(prefix=f"apache-kafka-{self.version}-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
-        self.controller_port = free_port()
+        self.controller_port = self.controller_port or free_port()  # kept across restarts (a quorum voter's address)
         while self.controller_port == self.port:
             self.controller_port = free_port()
         props = self.properties(overrides)
@@ -493,7 +493,7 @@ class KafkaBroker:
         common = [f"-Dlog4j2.configurationFile={log_cfg}", f"-Dkafka.logs.dir={self.work_dir}",
                   "-cp", str(libs / "*")]
         if not (self.data_dir / "meta.properties").exists():
-            self.cluster_id = random_cluster_id()
+            self.cluster_id = self.cluster_id or random_cluster_id()
             fmt = subprocess.run(
                 [java, *TOOL_JVM_OPTS, *common, "kafka.tools.StorageTool", "format",
                  "-t", self.cluster_id, "-c", str(self.config_path), *self.format_args],
@@ -565,6 +565,69 @@ class KafkaBroker:
         if not self.alive():
             self.start()
         return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self.cleanup()
+
+
+class KafkaCluster:
+    """`size` Apache Kafka nodes (KRaft combined mode) forming one cluster on loopback: the reference for
+    the multi-node tests and benchmarks of issue 16. Node ids 1..size; each node keeps its ports and work
+    dir across kill/start. Internal topics get replication factor min(3, size) and min.isr 2 as Kafka's
+    production defaults (or 1 on a single node)."""
+
+    def __init__(self, size: int = 3, version: str | None = None, work_dir: Path | str | None = None,
+                 heap: str = "512m", overrides: dict[str, str] | None = None) -> None:
+        self._own_dir = work_dir is None
+        self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="apache-kafka-cluster-"))
+        self.ids = list(range(1, size + 1))
+        self.cluster_id = random_cluster_id()
+        self.nodes: dict[int, KafkaBroker] = {}
+        self.ports = {n: free_port() for n in self.ids}
+        for n in self.ids:
+            b = KafkaBroker(version, self.work_dir / f"node{n}", heap)
+            b.cluster_id = self.cluster_id
+            b.controller_port = free_port()
+            self.nodes[n] = b
+        voters = ",".join(f"{n}@127.0.0.1:{b.controller_port}" for n, b in self.nodes.items())
+        rf, isr = str(min(3, size)), str(min(2, size))
+        self.overrides = {"controller.quorum.voters": voters, "default.replication.factor": rf,
+                          "offsets.topic.replication.factor": rf, "transaction.state.log.replication.factor": rf,
+                          "transaction.state.log.min.isr": isr, "share.coordinator.state.topic.replication.factor": rf,
+                          "share.coordinator.state.topic.min.isr": isr, **(overrides or {})}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[n]}" for n in self.ids)
+
+    def start_node(self, n: int, timeout: float = 90.0) -> None:
+        self.nodes[n].start(port=self.ports[n], overrides={"node.id": str(n), **self.overrides}, timeout=timeout)
+
+    def start(self, timeout: float = 90.0) -> "KafkaCluster":
+        """Every node at once (a node's listener opens only once the quorum has formed)."""
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(len(self.ids)) as pool:
+            for f in [pool.submit(self.start_node, n, timeout) for n in self.ids]:
+                f.result()
+        return self
+
+    def kill(self, n: int) -> None:
+        self.nodes[n].kill()
+
+    def stop(self) -> None:
+        for b in self.nodes.values():
+            b.stop()
+
+    def rss_bytes(self) -> int:
+        return sum(b.rss_bytes() or 0 for b in self.nodes.values())
+
+    def cleanup(self) -> None:
+        if self._own_dir and not any(b.alive() for b in self.nodes.values()):
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> "KafkaCluster":
+        return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
