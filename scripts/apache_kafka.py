@@ -466,7 +466,7 @@ class KafkaBroker:
 
     def start(self, port: int | None = None, overrides: dict[str, str] | None = None,
               timeout: float = 60.0, extra_listeners: dict[str, str] | None = None,
-              format_args: list[str] | None = None) -> "KafkaBroker":
+              format_args: list[str] | None = None, wait: bool = True) -> "KafkaBroker":
         """`extra_listeners`: name -> security protocol of listeners next to PLAINTEXT (on free ports,
         see bootstrap_for); `format_args`: more `kafka-storage format` args (e.g. --add-scram SPEC),
         used on the first start of a work dir."""
@@ -506,13 +506,19 @@ class KafkaBroker:
             stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             cwd=self.work_dir, start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        if wait:
+            self.wait_ready(t0, timeout)
+        return self
+
+    def wait_ready(self, t0: float, timeout: float) -> None:
+        """Until the broker listener answers ApiVersions (raises if the process exits or `timeout` passes)."""
         deadline = t0 + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Apache Kafka exited with {self.proc.returncode}:\n{self.log_text()}")
             if probe("127.0.0.1", self.port, timeout=1.0):
                 self.ready_seconds = time.monotonic() - t0
-                return self
+                return
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"Apache Kafka not ready on {self.bootstrap} within {timeout}s:\n{self.log_text()}")
@@ -601,15 +607,18 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in self.ids)
 
-    def start_node(self, n: int, timeout: float = 90.0) -> None:
-        self.nodes[n].start(port=self.ports[n], overrides={"node.id": str(n), **self.overrides}, timeout=timeout)
+    def start_node(self, n: int, timeout: float = 90.0, wait: bool = True) -> None:
+        self.nodes[n].start(port=self.ports[n], overrides={"node.id": str(n), **self.overrides}, timeout=timeout,
+                            wait=wait)
 
     def start(self, timeout: float = 90.0) -> "KafkaCluster":
-        """Every node at once (a node's listener opens only once the quorum has formed)."""
-        import concurrent.futures
-        with concurrent.futures.ThreadPoolExecutor(len(self.ids)) as pool:
-            for f in [pool.submit(self.start_node, n, timeout) for n in self.ids]:
-                f.result()
+        """Every node spawned before any is waited for (a node's listener opens only once the quorum has
+        formed); spawned from this thread, as the JVMs die with the thread that spawned them."""
+        t0 = time.monotonic()
+        for n in self.ids:
+            self.start_node(n, timeout, wait=False)
+        for n in self.ids:
+            self.nodes[n].wait_ready(t0, timeout)
         return self
 
     def kill(self, n: int) -> None:
