@@ -43,12 +43,16 @@ MINIKAFKA_HOSTILE_SCALE ?= 2
 # The metadata quorum's Raft simulation (tests/unit/test_quorum_raft.py): more seeds, longer runs.
 MINIKAFKA_RAFT_SEEDS ?= 400
 MINIKAFKA_RAFT_SIM_MS ?= 120000
+# The Jepsen-style cluster run (bench/jepsen.py via tests/integration/test_cluster_jepsen.py).
+MINIKAFKA_JEPSEN_SECONDS ?= 600
 soak: setup-test
 	MINIKAFKA_FUZZ_EXAMPLES=$(MINIKAFKA_FUZZ_EXAMPLES) MINIKAFKA_HOSTILE_SECONDS=$(MINIKAFKA_HOSTILE_SECONDS) \
 	  MINIKAFKA_HOSTILE_SCALE=$(MINIKAFKA_HOSTILE_SCALE) MINIKAFKA_RAFT_SEEDS=$(MINIKAFKA_RAFT_SEEDS) \
-	  MINIKAFKA_RAFT_SIM_MS=$(MINIKAFKA_RAFT_SIM_MS) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	  MINIKAFKA_RAFT_SIM_MS=$(MINIKAFKA_RAFT_SIM_MS) MINIKAFKA_JEPSEN_SECONDS=$(MINIKAFKA_JEPSEN_SECONDS) \
+	  $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
 	  -o timeout=0 tests/integration/test_protocol_fuzz.py tests/unit/test_codec_checks.py \
-	  tests/integration/test_hostile_load.py tests/unit/test_quorum_raft.py $(PYTEST_ARGS)
+	  tests/integration/test_hostile_load.py tests/unit/test_quorum_raft.py \
+	  tests/integration/test_cluster_jepsen.py $(PYTEST_ARGS)
 
 # minikafka vs Apache Kafka (warm, cold, CPU per GB, scaling) into BENCHMARKS.md; run it on a quiet
 # machine. BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick" or "--mode warm --no-scaling".
