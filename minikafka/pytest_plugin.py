@@ -22,7 +22,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from .testing import MiniKafka, MiniKafkaCluster
+from .testing import MiniKafka
+from .testing_cluster import MiniKafkaCluster
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

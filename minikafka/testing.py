@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Mapping
 if TYPE_CHECKING:
     from .faults import FaultsClient
 
-__all__ = ["MiniKafka", "MiniKafkaError", "free_port"]
+__all__ = ["MiniKafka", "MiniKafkaCluster", "MiniKafkaError", "free_port"]
 
 _LOG_TAIL = 4000
 
@@ -353,6 +353,9 @@ def _raise_for(code: int, message: str | None, what: str) -> None:
     raise MiniKafkaError(f"{what}: {name} ({code}){': ' + message if message else ''}")
 
 
-from .testing_cluster import MiniKafkaCluster  # noqa: E402  (it builds on MiniKafka above)
-
-__all__ += ["MiniKafkaCluster"]
+def __getattr__(name: str):
+    """`MiniKafkaCluster` lives in testing_cluster.py (it builds on MiniKafka); importable from here."""
+    if name == "MiniKafkaCluster":
+        from .testing_cluster import MiniKafkaCluster
+        return MiniKafkaCluster
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
