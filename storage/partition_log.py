@@ -34,10 +34,15 @@ from typing import Callable, NamedTuple
 
 from minikafka.protocol.record_batch import (
     CONTROL_MASK,
+    CURRENT_MAGIC,
+    HEADER_SIZE,
     BatchHeader,
+    CorruptRecordError,
     TIMESTAMP_TYPE_MASK,
     compute_crc,
+    iter_headers,
     patch_base_offset,
+    peek_size,
     validate_batches,
 )
 from minikafka.protocol.record_validator import settings_for, validate_client_batch
@@ -118,7 +123,10 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
 
 class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, *, clock: Callable[[], float] = time.time,
-                 clean_shutdown: bool = False) -> None:
+                 clean_shutdown: bool = False, high_watermark: int | None = None) -> None:
+        """Open (recovering unless `clean_shutdown`) the log in `directory`. `high_watermark` is the
+        one checkpointed in the log dir's replication-offset-checkpoint (LogManager): given, the log
+        starts replicated with it (clamped to [log start, log end])."""
         self.dir = Path(directory)
         self.topic, self.partition = parse_partition_dir(self.dir.name)
         self._log_fields = {"topic": self.topic, "partition": self.partition}  # fields of JSON log lines
@@ -143,6 +151,8 @@ class PartitionLog:
         self._load(clean_shutdown)
         self._next_offset = self._leo
         self._load_epoch_cache()
+        # None: the high watermark is the log end offset (a single broker); else the replica manager's
+        self._hw: int | None = None if high_watermark is None else self._clamp_hw(high_watermark)
         self.topic_id: bytes | None = read_partition_metadata(self.dir)
         self._producers = ProducerStateManager(self.dir, config.producer_id_expiration_ms)
         self.producer_state_replayed_batches = 0  # batches read to rebuild producer state on open
@@ -173,7 +183,40 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self._leo  # single broker: everything appended is "replicated"
+        """The log end offset on a single broker (everything appended counts as replicated); once
+        `replicated`, the offset the replica manager moved it to (Kafka's high watermark)."""
+        hw = self._hw
+        return self._leo if hw is None else hw
+
+    @property
+    def replicated(self) -> bool:
+        """Whether the high watermark is tracked apart from the log end offset (set by the replica
+        manager; a log opened with a checkpointed high watermark starts replicated)."""
+        return self._hw is not None
+
+    @replicated.setter
+    def replicated(self, value: bool) -> None:
+        if not value:
+            self._hw = None
+        elif self._hw is None:
+            self._hw = self._log_start_offset  # Kafka: a log without a checkpoint starts at its start
+
+    def update_high_watermark(self, offset: int) -> bool:
+        """Owner thread: move the high watermark to `offset` clamped to [log start, log end offset];
+        it never moves back (only truncation lowers it). Makes the log `replicated`. True if it
+        advanced; then the append listeners are told (fetches waiting for it)."""
+        new = self._clamp_hw(offset)
+        old = self._hw
+        if old is not None and new <= old:
+            return False
+        self._hw = new
+        if old is not None:
+            for listener in self.append_listeners:
+                listener()
+        return True
+
+    def _clamp_hw(self, offset: int) -> int:
+        return min(max(offset, self._log_start_offset), self._leo)
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:
@@ -412,11 +455,17 @@ class PartitionLog:
             return done
         if prepared.completed_txns:  # markers come from coordinators through `append`
             raise KafkaStorageError("transaction markers are appended synchronously")
+        return self._start_write(prepared, loop, prepared.first_offset)
+
+    def _start_write(self, prepared: _Prepared, loop: asyncio.AbstractEventLoop, next_offset: int,
+                     replace_conflicts: bool = False) -> "AppendInfo | asyncio.Future[AppendInfo]":
+        """begin_append's second half: roll if needed, assign new epochs, then write inline or hand the
+        write to the writer thread. `next_offset` is the next offset `prepared` was checked against."""
         segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
-        if prepared.first_offset != self._next_offset:  # the roll found a failed write and rewound
+        if next_offset != self._next_offset:  # the roll found a failed write and rewound
             raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
         if prepared.epochs:
-            self._assign_epochs(prepared.epochs)
+            self._assign_epochs(prepared.epochs, replace_conflicts)
         if not self._pending and len(prepared.buf) <= INLINE_WRITE_BYTES:  # a thread hop costs more
             segment.append(prepared.buf, prepared.batches)
             self._reserve(prepared, segment)
@@ -821,6 +870,8 @@ class PartitionLog:
         if remaining[0].base_offset > self._log_start_offset:
             self._log_start_offset = remaining[0].base_offset
             self._epochs.truncate_from_start(self._log_start_offset)
+            if self._hw is not None and self._hw < self._log_start_offset:
+                self._hw = self._log_start_offset
         self._publish(remaining)
         self._producers.delete_snapshots_before(remaining[0].base_offset)
         delay = self._config.file_delete_delay_ms
