@@ -54,6 +54,7 @@ from minikafka.storage.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.partition_metadata import atomic_write, fsync_dir, read_partition_metadata
@@ -484,6 +485,144 @@ class PartitionLog:
         pending.write.add_done_callback(written)
         self._pending.append(pending)
         return pending.published
+
+    # ---------------------------------------------------------------- follower appends
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append batches fetched from the partition leader, with the offsets and epochs it assigned
+        (Kafka appendAsFollower): each batch is checked for length, magic and CRC (CorruptRecordError),
+        the first must start at or after the log end offset and each after the previous one
+        (UnexpectedAppendOffsetError; gaps are allowed, compaction makes them); no size or
+        client-level checks. Producer state follows with origin REPLICATION (markers included), the
+        epoch cache from the batches' partitionLeaderEpoch (a conflicting older entry is replaced,
+        as Kafka). A trailing partial batch is ignored. Returns None if there was no whole batch.
+
+        Threading: like `append`, in the owner thread (or whichever single thread the replica
+        manager runs this log's follower work in). A payload larger than segment.bytes is split
+        at batch boundaries so that each part can fit one segment."""
+        self.drain_writes()
+        info: AppendInfo | None = None
+        for part in self._follower_parts(records):
+            prepared = self._prepare_follower(part)
+            segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
+            if prepared.epochs:
+                self._assign_epochs(prepared.epochs, replace_conflicts=True)
+            segment.append(prepared.buf, prepared.batches)
+            self._reserve(prepared, segment)
+            done = self._published(prepared, segment)
+            info = done if info is None else info._replace(last_offset=done.last_offset)
+        return info
+
+    def begin_append_as_follower(self, records: bytes | bytearray | memoryview
+                                 ) -> "AppendInfo | asyncio.Future[AppendInfo] | None":
+        """`append_as_follower` with the file write on the log dir's writer thread, as `begin_append`
+        (on the owner thread's running event loop). Payloads holding transaction markers or larger than
+        segment.bytes are appended synchronously (-> AppendInfo)."""
+        loop = asyncio.get_running_loop()
+        if self._rewinding:
+            raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
+        parts = self._follower_parts(records)
+        if len(parts) != 1:
+            return self.append_as_follower(records)
+        expected = self._next_offset
+        prepared = self._prepare_follower(parts[0])
+        if prepared.completed_txns:
+            self.drain_writes()
+            if self._next_offset != expected:
+                raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
+            return self.append_as_follower(parts[0])
+        return self._start_write(prepared, loop, expected, replace_conflicts=True)
+
+    def _follower_parts(self, records: bytes | bytearray | memoryview) -> list[memoryview]:
+        """The whole batches of `records` (a trailing partial one dropped) in parts of at most
+        segment.bytes each (a single larger batch is a part of its own)."""
+        view = memoryview(records)
+        limit = self._config.segment_bytes
+        parts: list[memoryview] = []
+        start = pos = 0
+        end = len(view)
+        while pos < end:
+            peek = peek_size(view, pos)
+            if peek is None or peek[1] < HEADER_SIZE or pos + peek[1] > end:
+                break
+            size = peek[1]
+            if pos > start and pos + size - start > limit:
+                parts.append(view[start:pos])
+                start = pos
+            pos += size
+        if pos > start:
+            parts.append(view[start:pos])
+        return parts
+
+    def _prepare_follower(self, view: memoryview) -> _Prepared:
+        """Check a part of a follower append (whole batches) against the log and collect its producer
+        state and new epochs; touches no state."""
+        expected = self._next_offset
+        producers: dict[int, ProducerAppendInfo] = {}
+        completed_txns: list[CompletedTxn] | None = None
+        batches: list[BatchInfo] = []
+        epochs: list[tuple[int, int]] | None = None
+        latest_epoch = self._epochs.latest_epoch
+        max_ts = -1
+        first_offset = -1
+        for pos, header in iter_headers(view):
+            if header.magic != CURRENT_MAGIC:
+                raise CorruptRecordError(f"record batch magic {header.magic} at offset {header.base_offset}")
+            if compute_crc(view, pos, header.size) != header.crc:
+                raise CorruptRecordError(f"record batch CRC mismatch at offset {header.base_offset} "
+                                         f"in the append to {self.dir.name}")
+            if header.last_offset_delta < 0 or header.record_count < 0:
+                raise CorruptRecordError(f"negative lastOffsetDelta or record count at offset {header.base_offset}")
+            if header.base_offset < expected:
+                what = "First offset" if not batches else "Offsets out of order:"
+                raise UnexpectedAppendOffsetError(
+                    f"Unexpected offset in append to {self.dir.name}. {what} {header.base_offset} is less than "
+                    f"the next offset {expected}.", header.base_offset, header.last_offset)
+            if first_offset < 0:
+                first_offset = header.base_offset
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch != latest_epoch:
+                epochs = [*(epochs or ()), (epoch, header.base_offset)]
+                latest_epoch = epoch
+            ts = header.max_timestamp
+            if header.producer_id >= 0:
+                if header.is_control:
+                    marker = parse_marker(view, pos)
+                    completed = None if marker is None else self._producers.prepare_marker(
+                        header, header.base_offset, marker[0], marker[1], ts, AppendOrigin.REPLICATION, producers)
+                    if completed is not None:
+                        completed_txns = [*(completed_txns or ()), completed]
+                else:
+                    self._producers.prepare(header, header.base_offset, ts, AppendOrigin.REPLICATION, producers)
+            batches.append(BatchInfo(pos, header.size, header.last_offset, ts))
+            max_ts = max(max_ts, ts)
+            expected = header.last_offset + 1
+        if not batches:
+            raise CorruptRecordError(f"no whole record batch in the append to {self.dir.name}")
+        now_ms = self._now_ms()
+        return _Prepared(view, batches, first_offset, expected, max_ts, now_ms, -1, producers or None,
+                         completed_txns, epochs)
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """The leader's check of a follower's Fetch v12+ (KIP-320, Kafka Partition.readRecords): None
+        if the follower's log matches this one up to `fetch_offset` as far as epochs tell (or it sent
+        no last fetched epoch, -1), else (epoch, end offset) of the largest epoch <= its last fetched
+        one here, which the follower truncates to. OffsetOutOfRangeError if the epoch's end offset is
+        unknown or `fetch_offset` is below the log start. Thread-safe (reads snapshots)."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0 or end < 0:
+            raise OffsetOutOfRangeError(
+                f"Could not determine the end offset of the last fetched epoch {last_fetched_epoch} "
+                f"for {self.dir.name}")
+        if fetch_offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {fetch_offset} for partition {self.dir.name}, but we only have "
+                f"log segments in the range {self._log_start_offset} to {self._leo}.")
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
 
     def _write(self, segment: LogSegment, buf: memoryview | bytearray, start: int) -> None:
         """Writer thread: one pending append's bytes; skipped once an earlier one of this log failed."""
