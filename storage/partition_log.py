@@ -603,6 +603,111 @@ class PartitionLog:
         return _Prepared(view, batches, first_offset, expected, max_ts, now_ms, -1, producers or None,
                          completed_txns, epochs)
 
+    # ---------------------------------------------------------------- truncation (followers)
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or past `offset`, so the log ends at the last batch boundary <=
+        `offset` (a batch holding `offset` goes whole); False if the log already ends there. Kafka's
+        UnifiedLog.truncateTo: whole segments above go (newest first), the segment holding `offset` is
+        cut (indexes, then the file), producer state is rebuilt from the newest snapshot at or below
+        the new end plus the batches after it, the aborted-txn index, epoch cache and high watermark
+        follow. A target below the first segment empties the log (`truncate_fully_and_start_at`).
+
+        Crash safety: every intermediate state on disk is a prefix of the old log at least as long
+        as the target (later segments are unlinked before earlier ones are cut; the epoch checkpoint
+        is cut after the log, and entries past the end are dropped on open; snapshots past the end
+        are deleted on open), so a crash leaves a log the replica manager truncates again.
+
+        Threading: grows with the replayed batches, so the replica manager runs it in a worker while
+        nothing else writes this log (it is a follower: no produce, its fetcher paused); readers
+        racing it may see the old tail or OffsetOutOfRangeError."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.dir.name} to a negative offset ({offset})")
+        self.drain_writes()
+        if offset >= self._leo:
+            # a conflicting entry at the end (a leader that wrote nothing in its epoch) goes too
+            self._epochs.truncate_from_end(self._leo)
+            return False
+        segments = list(self._view[0])
+        if segments[0].base_offset > offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        now_ms = self._now_ms()
+        keep = [seg for seg in segments if seg.base_offset <= offset]
+        doomed = segments[len(keep):]
+        active = keep[-1]
+        found = active.find_batch(offset)
+        cut = found[0] if found is not None else active.size
+        log.info("truncating %s to offset %d (log end offset %d)", self.dir.name, offset, self._leo,
+                 extra=self._log_fields)
+        self._leo = self._next_offset = min(self._leo, offset)  # readers first see the lower end
+        self._publish(keep)
+        for seg in reversed(doomed):
+            self._discard_segment(seg, now_ms)
+        if cut < active.size:
+            active.truncate_to(cut, now_ms)
+        self._leo = self._next_offset = active.next_offset
+        self._fsync_truncation(active)
+        self._epochs.truncate_from_end(self._leo)
+        self._epochs.flush()
+        if self._log_start_offset > self._leo:
+            self._log_start_offset = self._leo
+            self._write_log_start_offset()
+        self._reload_producer_state()
+        if self._hw is not None and self._hw > self._leo:
+            self._hw = self._leo
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every batch and start the log empty at `offset` (log start = log end = `offset`):
+        the follower of a leader whose log starts past this one's end (Kafka truncateFullyAndStartAt).
+        The log start checkpoint is written first and the segments unlinked newest first, so a crash
+        leaves a prefix of the old log or an empty log at `offset`. Threading as `truncate_to`."""
+        if offset < 0:
+            raise ValueError(f"cannot start {self.dir.name} at a negative offset ({offset})")
+        self.drain_writes()
+        log.info("truncating %s fully, starting at offset %d (log end offset %d)", self.dir.name, offset,
+                 self._leo, extra=self._log_fields)
+        now_ms = self._now_ms()
+        self._log_start_offset = offset
+        self._write_log_start_offset()
+        self._leo = self._next_offset = offset
+        doomed = list(self._view[0])
+        for seg in reversed(doomed):
+            self._discard_segment(seg, now_ms)
+        ps = self._producers
+        ps.scan_snapshots()
+        for snap in list(ps.snapshots):
+            ps.delete_snapshot(snap)
+        new = self._new_segment(offset, now_ms)
+        self._publish([new])
+        fsync_dir(self.dir)
+        self._epochs.clear()
+        self._epochs.flush()
+        self._reload_producer_state()
+        if self._hw is not None:
+            self._hw = offset
+
+    def _discard_segment(self, seg: LogSegment, now_ms: int) -> None:
+        """Unlink a segment truncation removed; its descriptors stay open for file.delete.delay.ms."""
+        seg.unlink()
+        if seg in self._unflushed:
+            self._unflushed.remove(seg)
+        self._graveyard.append((now_ms + self._config.file_delete_delay_ms, seg))
+
+    def _fsync_truncation(self, active: LogSegment) -> None:
+        try:
+            active.flush()
+            fsync_dir(self.dir)
+        except OSError as exc:
+            raise KafkaStorageError(f"flushing the truncation of {self.dir.name} failed: {exc}") from exc
+
+    def _reload_producer_state(self) -> None:
+        """Producer state from the newest snapshot at or below the log end plus the batches after it
+        (snapshots past the end are deleted); the active segment's aborted-txn index is cut too."""
+        self._producers = ProducerStateManager(self.dir, self._config.producer_id_expiration_ms)
+        self._load_producer_state()
+
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """The leader's check of a follower's Fetch v12+ (KIP-320, Kafka Partition.readRecords): None
         if the follower's log matches this one up to `fetch_offset` as far as epochs tell (or it sent
