@@ -247,3 +247,48 @@ def test_random_logs_truncate_like_their_prefix(open_log, seed: int) -> None:
         data = read_all(plog)
     plog.close()
     assert state(open_log("t-0", clean=False, **cfg)) == ref_state
+
+
+def test_truncate_to_async_runs_in_a_worker_and_fences_writers(open_log, monkeypatch) -> None:
+    import asyncio
+    import threading
+
+    from minikafka.storage import KafkaStorageError
+
+    plog = open_log("t-0", **SEG)
+    fill(plog)
+    data = read_all(plog)
+    plog.replicated = True
+    plog.update_high_watermark(18)
+    entered, release = threading.Event(), threading.Event()
+    real = PartitionLog._reload_producer_state
+    threads = []
+
+    def slow_reload(self) -> None:
+        threads.append(threading.current_thread())
+        entered.set()
+        release.wait(10)
+        real(self)
+    monkeypatch.setattr(PartitionLog, "_reload_producer_state", slow_reload)
+
+    async def run() -> None:
+        task = asyncio.create_task(plog.truncate_to_async(9))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        with pytest.raises(KafkaStorageError):
+            plog.append(build_batch(1), leader_epoch=9)
+        with pytest.raises(KafkaStorageError):
+            plog.append_as_follower(data)
+        with pytest.raises(KafkaStorageError):
+            plog.delete_records_before(2)
+        assert plog.enforce_retention() == 0
+        assert not plog.update_high_watermark(20)
+        assert not await plog.truncate_to_async(3)  # one at a time
+        assert read_all(plog, 0)  # reads go on
+        release.set()
+        assert await task
+    asyncio.run(run())
+    assert threads and threads[0] is not threading.main_thread()
+    assert state(plog) == state(reference(open_log, "ref/t-0", data, 9))
+    assert plog.high_watermark == 9
+    plog.append(build_batch(1), leader_epoch=9)  # writable again
