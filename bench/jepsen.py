@@ -1,6 +1,7 @@
 """Jepsen-style run against a three-node minikafka cluster (issue 16): clients write while a nemesis kills
 (-9) and pauses (SIGSTOP) nodes, one at a time; afterwards everything is read back and checked
-(bench/jepsen_check.py: lost, duplicated, reordered, aborted-read, torn-transaction and phantom counts).
+(bench/jepsen_check.py: lost, duplicated, reordered, aborted-read, torn-transaction, divergent,
+offset-mismatch and unexpected counts).
 
     .venv/bin/python -m bench.jepsen --seconds 300 --seed 7      # `make soak` runs a longer one
     .venv/bin/python -m bench.jepsen --seconds 20 --json         # CI's budget (tests/integration/test_cluster_jepsen.py)
@@ -8,7 +9,8 @@
 Workload: an idempotent confluent-kafka producer (acks=all) writes "i:<seq>" round-robin to 3 partitions
 of `jepsen` (replication factor 3, min.insync.replicas 2); a transactional producer writes transactions
 of 4 records over the 3 partitions of `jepsen-tx` and commits or aborts them (1 in 4 aborted on
-purpose). Nemesis: every 1-3 s one random node is killed -9 (restarted 1-3 s later) or paused (resumed
+purpose). Afterwards every partition is read from offset 0 to its end twice: read_committed and
+read_uncommitted (two readers that must agree on every offset). Nemesis: every 1-3 s one random node is killed -9 (restarted 1-3 s later) or paused (resumed
 1-3 s later); never two nodes at once, so a majority is always up.
 """
 from __future__ import annotations
@@ -26,16 +28,17 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.jepsen_check import History, Report, Txn, check  # noqa: E402
+from bench.jepsen_check import Attempt, Read, Report, Txn, check  # noqa: E402
 
 TOPIC, TXN_TOPIC, PARTITIONS = "jepsen", "jepsen-tx", 3
 
 
 class Workload:
-    def __init__(self, bootstrap: str, history: History, rng: random.Random) -> None:
+    def __init__(self, bootstrap: str, rng: random.Random) -> None:
         self.bootstrap = bootstrap
-        self.h = history
         self.rng = rng
+        self.attempts: dict[str, Attempt] = {}  # id -> the attempt as it stands (outcome settled later)
+        self.txns: dict[str, str] = {}  # txn id -> committed | aborted | unknown
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.errors: list[str] = []
@@ -45,30 +48,30 @@ class Workload:
         p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
                       "linger.ms": 2, "message.timeout.ms": 30000, "retry.backoff.ms": 50,
                       "topic.metadata.refresh.interval.ms": 1000})
-        order = self.h.sent_order.setdefault("i", [])
 
         def delivered(err, msg) -> None:
             value = msg.value().decode()
             with self.lock:
-                if err is None:
-                    self.h.acked[value] = msg.partition()
-                else:
-                    self.h.unsure.add(value)
+                a = self.attempts[value]
+                # an error after retries is not proof that nothing was written: "unknown"
+                self.attempts[value] = Attempt(a.id, a.topic, a.partition, "ok" if err is None else "unknown",
+                                               offset=msg.offset() if err is None else None,
+                                               producer=a.producer, seq=a.seq)
         seq = 0
         while not self.stop.is_set():
             value = f"i:{seq}"
+            with self.lock:
+                self.attempts[value] = Attempt(value, TOPIC, seq % PARTITIONS, "unknown", producer="i", seq=seq)
             try:
                 p.produce(TOPIC, value.encode(), partition=seq % PARTITIONS, on_delivery=delivered)
             except BufferError:
+                with self.lock:
+                    del self.attempts[value]
                 p.poll(0.05)
                 continue
-            with self.lock:
-                order.append(value)
             seq += 1
             p.poll(0.004)
         p.flush(60)
-        with self.lock:  # never delivered either way: unsure
-            self.h.unsure.update(v for v in order if v not in self.h.acked)
 
     # -- transactional producer -------------------------------------------------------------------
     def _txn_producer(self, n: int) -> Producer:
@@ -90,28 +93,32 @@ class Workload:
         tid = 0
         while not self.stop.is_set():
             tid += 1
-            txn = Txn({f"t{tid}:{i}": i % PARTITIONS for i in range(4)})
+            txn = f"t{tid}"
+            values = {f"{txn}:{i}": i % PARTITIONS for i in range(4)}
             with self.lock:
-                self.h.txns[tid] = txn
+                self.txns[txn] = "unknown"
+                for value, part in values.items():
+                    self.attempts[value] = Attempt(value, TXN_TOPIC, part, "unknown", txn=txn)
             abort = self.rng.random() < 0.25
             try:
                 p.begin_transaction()
-                for value, part in txn.values.items():
+                for value, part in values.items():
                     p.produce(TXN_TOPIC, value.encode(), partition=part)
                 if abort:
                     p.abort_transaction(15)
-                    txn.outcome = "aborted"
+                    self.txns[txn] = "aborted"
                 else:
-                    self._commit(p, txn)
+                    self._commit(p)
+                    self.txns[txn] = "committed"
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
                 if err.txn_requires_abort():
                     try:
                         p.abort_transaction(15)
-                        txn.outcome = "aborted"
+                        self.txns[txn] = "aborted"
                     except KafkaException:
                         pass
-                if not err.txn_requires_abort() or txn.outcome == "unknown":
+                if not err.txn_requires_abort() or self.txns[txn] == "unknown":
                     # fatal, or the outcome cannot be settled: a new producer fences this one and
                     # aborts what it left open (its outcome stays "unknown": all or nothing)
                     try:
@@ -122,12 +129,11 @@ class Workload:
             time.sleep(0.01)
 
     @staticmethod
-    def _commit(p: Producer, txn: Txn) -> None:
+    def _commit(p: Producer) -> None:
         deadline = time.monotonic() + 30
         while True:
             try:
                 p.commit_transaction(15)
-                txn.outcome = "committed"
                 return
             except KafkaException as exc:
                 if exc.args[0].retriable() and time.monotonic() < deadline:
@@ -161,18 +167,18 @@ class Nemesis:
                 self.cluster.resume(n)
 
 
-def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0) -> dict[int, list[str]]:
-    """Every committed value of `topic`, per partition in offset order (read_committed, from 0)."""
+def read_all(bootstrap: str, topic: str, read_committed: bool, timeout_s: float = 60.0) -> list[Read]:
+    """Every partition of `topic` read from offset 0 to its end (one complete Read per partition)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"jepsen-read-{time.time()}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest"})
+                  "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
         ends = {}
         for p in range(PARTITIONS):
             _low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             ends[p] = high
         c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        out: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+        out: dict[int, list[tuple[int, str]]] = {p: [] for p in range(PARTITIONS)}
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             positions = {tp.partition: tp.offset for tp in c.position([TopicPartition(topic, p)
@@ -181,10 +187,10 @@ def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0) -> dict[int, l
                 break
             for m in c.consume(1000, 0.5):
                 if m.error() is None:
-                    out[m.partition()].append(m.value().decode())
+                    out[m.partition()].append((m.offset(), m.value().decode()))
         else:
             raise RuntimeError(f"could not read {topic} to its end offsets {ends} within {timeout_s}s")
-        return out
+        return [Read(topic, p, tuple(records), read_committed=read_committed) for p, records in out.items()]
     finally:
         c.close()
 
@@ -195,8 +201,7 @@ def run(cluster, seconds: float, seed: int, log=print) -> tuple[Report, dict]:
     rng = random.Random(seed)
     cluster.create_topic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
     cluster.create_topic(TXN_TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-    h = History()
-    w = Workload(cluster.bootstrap_servers, h, rng)
+    w = Workload(cluster.bootstrap_servers, rng)
     nemesis = Nemesis(cluster, random.Random(seed + 1), log)
     threads = [threading.Thread(target=w.idempotent, name="idempotent"),
                threading.Thread(target=w.transactional, name="transactional"),
@@ -213,11 +218,16 @@ def run(cluster, seconds: float, seed: int, log=print) -> tuple[Report, dict]:
     w.stop.set()
     for t in threads[:2]:
         t.join(120)
-    h.read = read_all(cluster.bootstrap_servers, TOPIC)
-    for p, values in read_all(cluster.bootstrap_servers, TXN_TOPIC).items():
-        h.read.setdefault(p + PARTITIONS, []).extend(values)  # distinct keys: txn partitions
-    report = check(h)
-    return report, {"seed": seed, "seconds": seconds, "faults": nemesis.faults}
+    reads = [r for topic in (TOPIC, TXN_TOPIC) for committed in (True, False)
+             for r in read_all(cluster.bootstrap_servers, topic, committed)]
+    report = check(w.attempts.values(), [Txn(t, o) for t, o in w.txns.items()], reads)
+    attempts = list(w.attempts.values())
+    facts = {"seed": seed, "seconds": seconds, "faults": nemesis.faults,
+             "acked": sum(1 for a in attempts if a.txn is None and a.outcome == "ok"),
+             "unknown": sum(1 for a in attempts if a.txn is None and a.outcome == "unknown"),
+             **{f"txns_{o}": sum(1 for v in w.txns.values() if v == o) for o in ("committed", "aborted", "unknown")},
+             "records_read": sum(len(r.records) for r in reads if r.read_committed)}
+    return report, facts
 
 
 def main() -> None:
@@ -229,7 +239,7 @@ def main() -> None:
     from minikafka.testing import MiniKafkaCluster
     with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60) as cluster:
         report, facts = run(cluster, args.seconds, args.seed, log=lambda s: print(s, file=sys.stderr))
-    result = {**facts, **report.counts(), "ok": report.ok, "examples": report.examples}
+    result = {**facts, **report.counts(), "ok": report.ok, "examples": dict(report.examples)}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
     sys.exit(0 if report.ok else 1)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.jepsen_checker import Attempt, Read, Txn, check
+from bench.jepsen_check import Attempt, Read, Txn, check
 
 
 def ok(i: int, offset: int, *, partition: int = 0, acks: int = -1, producer: str | None = "p1",
