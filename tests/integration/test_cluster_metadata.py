@@ -159,3 +159,48 @@ def test_a_paused_old_controller_cannot_commit_a_decision(cluster):
     time.sleep(1.0)
     for n in cluster.ids:
         assert partitions(cluster, n, name) == {}, f"node {n} has the topic the stale controller decided"
+
+
+def test_alter_partition_and_producer_id_blocks_over_the_wire(cluster):
+    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+    from minikafka.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+    created = create(cluster.nodes[1].bootstrap, "isr", 1, 3)
+    assert created.error_code == 0
+    topic_id = created.topic_id
+    views = wait_until(lambda: (lambda vs: vs if vs[0] == vs[1] == vs[2] and vs[0] else None)(
+        [partitions(cluster, n, "isr") for n in cluster.ids]), what="every node knows the topic")
+    leader, leader_epoch, replicas, isr, _ = views[0][0]
+    follower = next(b for b in replicas if b != leader)
+    controller, _ = cluster.agreed_leader(cluster.ids)
+
+    def alter(broker: int, new_isr: list[int], partition_epoch: int, epoch: int = leader_epoch):
+        P = AlterPartitionRequest.TopicData.PartitionData
+        req = AlterPartitionRequest(broker_id=broker, broker_epoch=-1, topics=[AlterPartitionRequest.TopicData(
+            topic_id=topic_id, partitions=[P(partition_index=0, leader_epoch=epoch, new_isr_with_epochs=[
+                P.BrokerState(broker_id=b, broker_epoch=-1) for b in new_isr], leader_recovery_state=0,
+                partition_epoch=partition_epoch)])])
+        with RawClient(f"127.0.0.1:{cluster.controller_ports[controller]}") as cl:
+            resp = cl.request(req, 3, AlterPartitionResponse)
+        assert resp.error_code == 0
+        return resp.topics[0].partitions[0]
+    shrunk = [b for b in isr if b != follower]
+    p = alter(leader, shrunk, 0)
+    assert (p.error_code, sorted(p.isr), p.partition_epoch, p.leader_id, p.leader_epoch) == \
+        (0, sorted(shrunk), 1, leader, leader_epoch)
+    assert alter(leader, list(isr), 0).error_code == 95  # INVALID_UPDATE_VERSION: a stale partition epoch
+    assert alter(leader, list(isr), 1, leader_epoch + 1).error_code == 74  # FENCED_LEADER_EPOCH
+    assert alter(follower, list(isr), 1).error_code == 42  # INVALID_REQUEST: not from the leader
+    assert alter(leader, [*shrunk, 99], 1).error_code == 107  # INELIGIBLE_REPLICA
+    wait_until(lambda: all(sorted(partitions(cluster, n, "isr")[0][3]) == sorted(shrunk) for n in cluster.ids),
+               what="every node sees the shrunk ISR")
+    assert alter(leader, list(isr), 1).partition_epoch == 2
+    # producer ids: each broker takes its own block of 1000 from the controller (KIP-730)
+    pids = {}
+    for n in cluster.ids:
+        with RawClient(cluster.nodes[n].bootstrap) as cl:
+            resp = cl.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                                    producer_id=-1, producer_epoch=-1), 4, InitProducerIdResponse)
+        assert resp.error_code == 0
+        pids[n] = resp.producer_id
+    assert len({pid // 1000 for pid in pids.values()}) == 3, pids
