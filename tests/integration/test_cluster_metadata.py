@@ -5,6 +5,7 @@ fenced after broker.session.timeout.ms with its leaderships moved inside the ISR
 after the old one is killed carrying on; a paused (partitioned) old controller unable to commit."""
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -195,6 +196,18 @@ def test_alter_partition_and_producer_id_blocks_over_the_wire(cluster):
     wait_until(lambda: all(sorted(partitions(cluster, n, "isr")[0][3]) == sorted(shrunk) for n in cluster.ids),
                what="every node sees the shrunk ISR")
     assert alter(leader, list(isr), 1).partition_epoch == 2
+    # topic configs: altered on one node, recorded by the controller, applied on every node
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+    admin = AdminClient({"bootstrap.servers": cluster.nodes[follower].bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "isr", incremental_configs=[
+        ConfigEntry("retention.ms", "12345", incremental_operation=AlterConfigOpType.SET)])
+    list(admin.incremental_alter_configs([res]).values())[0].result(15)
+
+    def configs(n: int) -> dict:
+        data = json.loads((cluster.nodes[n].data_dir / "__minikafka_topics.json").read_text())
+        return next(t["configs"] for t in data["topics"] if t["name"] == "isr")
+    wait_until(lambda: all(configs(n) == {"retention.ms": "12345"} for n in cluster.ids),
+               what="every node has the topic's new config")
     # producer ids: each broker takes its own block of 1000 from the controller (KIP-730)
     pids = {}
     for n in cluster.ids:
