@@ -39,6 +39,7 @@ BROKER_ID_NOT_REGISTERED = 102
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 SHUTDOWN_WAIT_S = 5.0
+NO_QUORUM_WAIT_S = 1.0
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
@@ -225,15 +226,31 @@ class ClusterRuntime:
         if it came."""
         if self.broker_epoch < 0 or not self._tasks or self._tasks[0].done():
             return False
+        if not any(self.node_id in p.replicas and (p.leader == self.node_id or self.node_id in p.isr)
+                   for t in self.image.topics.values() for p in t.partitions.values()):
+            return True  # leads nothing, in no ISR: nothing to move
         if timeout_s is None:
             timeout_s = min(SHUTDOWN_WAIT_S, 4 * self.heartbeat_interval_s + 0.5)
         self._want_shut_down = True
-        try:
-            await asyncio.wait_for(self._should_shut_down.wait(), timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            log.warning("cluster: no shouldShutDown from the controller within %.0f s", timeout_s)
-            return False
+        deadline = time.monotonic() + timeout_s
+        leaderless_since = None
+        while not self._should_shut_down.is_set():
+            now = time.monotonic()
+            if self.driver.node.leader is None:  # no quorum (the last nodes going): nobody can move anything
+                leaderless_since = leaderless_since or now
+                if now - leaderless_since > NO_QUORUM_WAIT_S:
+                    log.warning("cluster: controlled shutdown without an active controller: stopping anyway")
+                    return False
+            else:
+                leaderless_since = None
+            if now >= deadline:
+                log.warning("cluster: no shouldShutDown from the controller within %.0f s", timeout_s)
+                return False
+            try:
+                await asyncio.wait_for(self._should_shut_down.wait(), 0.05)
+            except asyncio.TimeoutError:
+                pass
+        return True
 
     async def stop(self) -> None:
         for task in self._tasks:
