@@ -69,6 +69,8 @@ class ClusterRuntime:
         self.caught_up_once = asyncio.Event()
         self.heartbeat_interval_s = int(config.get("broker.heartbeat.interval.ms") or 2000) / 1000
         self.request_timeout_s = max(driver.quorum.request_timeout_ms / 1000, 1.0)
+        session_s = int(config.get("broker.session.timeout.ms") or 9000) / 1000
+        self.lifecycle_timeout_s = max(0.2, min(driver.quorum.request_timeout_ms / 1000, session_s / 3))
         self.controller_timeout_s = 30.0
         names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
         configured = (config.props.get("inter.broker.listener.name") or "").strip().upper()
@@ -333,9 +335,12 @@ class ClusterRuntime:
         client = self._clients.get((node, channel))
         if client is None:
             host, port = self.driver.quorum.voters[node]
+            # heartbeats must not hang on a paused old controller for longer than a fraction of the
+            # session, or the new controller fences this live broker
+            timeout = self.lifecycle_timeout_s if channel == "lifecycle" else self.request_timeout_s * 5
             client = self._clients[(node, channel)] = PeerClient(
-                node, host, port, f"broker-{self.node_id}-{channel}", self.request_timeout_s * 5,
-                self.driver.quorum.retry_backoff_ms / 1000)
+                node, host, port, f"broker-{self.node_id}-{channel}", timeout,
+                self.driver.quorum.retry_backoff_ms / 1000, max_backoff_s=0.25 if channel == "lifecycle" else 1.0)
         return client
 
     async def controller_request(self, req: Any, version: int, resp_cls: type,
