@@ -80,6 +80,13 @@ def test_rf3_topic_is_described_alike_on_every_node(cluster):
     assert {p.id: (p.leader, tuple(p.replicas)) for p in md.topics["orders"].partitions.values()} == \
         {p: (v[0], v[2]) for p, v in views[0].items()}
     assert sorted(md.brokers) == [1, 2, 3]
+    # minikafka's own CLI shows them too
+    import subprocess
+    out = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "topics", "describe", "orders",
+                          "--bootstrap-server", cluster.nodes[1].bootstrap], capture_output=True, text=True,
+                         timeout=60, cwd=str(ROOT)).stdout
+    for p, v in views[0].items():
+        assert f"Partition: {p}\tLeader: {v[0]}\tReplicas: {list(v[2])}\tIsr: {list(v[3])}" in out, out
     # auto-creation (Metadata allowing it) goes through the controller too: num.partitions, RF 1
     with RawClient(cluster.nodes[3].bootstrap) as cl:
         auto = metadata_raw(cl, ["auto-made"], auto_create=True).topics[0]
