@@ -167,3 +167,64 @@ def test_leader_errors_and_waiters(node, monkeypatch):
         await m.stop()
 
     asyncio.run(scenario())
+
+
+def _fetch(state, replica_id: int, offset: int, last_fetched_epoch: int = -1, leader_epoch: int = -1):
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    from minikafka.broker.context import RequestContext
+    from minikafka.broker.handlers.fetch import handle_fetch
+    from tests.unit.test_fetch_encoding import materialise
+    P = FetchRequest.FetchTopic.FetchPartition
+    req = FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                       session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+                           P(partition=0, current_leader_epoch=leader_epoch, fetch_offset=offset,
+                             last_fetched_epoch=last_fetched_epoch, log_start_offset=0,
+                             partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
+
+    async def call():
+        body = await handle_fetch(RequestContext(state, 12, 1, "test", "127.0.0.1:1"), req)
+        return body if isinstance(body, FetchResponse) else FetchResponse.decode(materialise(body), version=12)
+    return call()
+
+
+def test_fetch_handler_on_a_leader(node, monkeypatch):
+    """Consumers read up to the HW only; a follower's fetch reads to the LEO and moves the HW; a
+    follower whose last fetched epoch diverges gets the diverging epoch and no records; a fetch of a
+    partition this node does not lead gets NOT_LEADER_OR_FOLLOWER."""
+    state, cluster, _sent = node
+    monkeypatch.setattr("minikafka.broker.replication.fetcher.Fetcher", NoFetcher)
+    plog = state.catalog.partition_log("t", 0)
+    if not hasattr(plog, "update_high_watermark"):
+        pytest.skip("storage without a replicated high watermark (i16-store)")
+    diverging = {}
+    monkeypatch.setattr(type(plog), "diverging_epoch",
+                        lambda self, epoch, offset: diverging.get((epoch, offset)), raising=False)
+
+    async def scenario():
+        m = await _manager(state, cluster)
+        cluster.set(Partition("t", 0, (1, 2), (1, 2), 1, 5, 7))
+        plog.append(batch(3), leader_epoch=5)
+        resp = await _fetch(state, -1, 0)
+        p = resp.responses[0].partitions[0]
+        assert p.error_code == 0 and not p.records  # HW still 0: nothing visible yet
+        resp = await _fetch(state, 2, 0, last_fetched_epoch=-1)
+        p = resp.responses[0].partitions[0]
+        assert p.error_code == 0 and len(p.records) > 0  # a follower reads to the LEO
+        assert m.parts[("t", 0)].high_watermark == 0
+        await _fetch(state, 2, 3, last_fetched_epoch=5)  # the follower has it all: HW 3
+        assert m.parts[("t", 0)].high_watermark == 3
+        resp = await _fetch(state, -1, 0)
+        assert resp.responses[0].partitions[0].records
+        diverging[(4, 7)] = (4, 2)
+        resp = await _fetch(state, 2, 7, last_fetched_epoch=4)
+        p = resp.responses[0].partitions[0]
+        assert p.error_code == 0 and not p.records
+        assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (4, 2)
+        assert (await _fetch(state, -1, 0, leader_epoch=4)).responses[0].partitions[0].error_code == \
+            rm.FENCED_LEADER_EPOCH
+        cluster.set(Partition("t", 0, (1, 2), (1, 2), 2, 6, 8))
+        assert (await _fetch(state, -1, 0)).responses[0].partitions[0].error_code == rm.NOT_LEADER_OR_FOLLOWER
+        await m.stop()
+
+    asyncio.run(scenario())
