@@ -142,6 +142,7 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.response.max.bytes": "10485760",
     "replica.fetch.backoff.ms": "1000",
     "replica.socket.timeout.ms": "30000",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
     # a TLS handshake (SSL/SASL_SSL listeners) must finish this long after the TCP accept, else closed
     "minikafka.ssl.handshake.timeout.ms": "10000",
     # authorization (broker/authorizer.py): empty = no authorizer, everything allowed (Kafka's default);

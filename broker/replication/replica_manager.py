@@ -79,6 +79,8 @@ class ReplicaManager:
         self._fetchers: dict[int, Any] = {}  # source broker id -> fetcher.Fetcher
         self._tasks: set[asyncio.Task] = set()
         self._isr_task: asyncio.Task | None = None
+        self._checkpoint_task: asyncio.Task | None = None
+        self.checkpoint_ms = float(get("replica.high.watermark.checkpoint.interval.ms") or 5000)
         self._stopped = False
 
     # -- interface for handlers and coordinators ---------------------------------------------------
@@ -260,11 +262,13 @@ class ReplicaManager:
         image = self.cluster.image
         changed = [(name, p) for name, t in image.topics.items() for p in t.partitions]
         self.on_image(image, changed, [])
-        self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration())
+        loop = asyncio.get_running_loop()
+        self._isr_task = loop.create_task(self._isr_expiration())
+        self._checkpoint_task = loop.create_task(self._checkpoint_loop())
 
     async def stop(self) -> None:
         self._stopped = True
-        tasks = [t for t in (self._isr_task, *self._tasks) if t is not None]
+        tasks = [t for t in (self._isr_task, self._checkpoint_task, *self._tasks) if t is not None]
         for f in list(self._fetchers.values()):
             tasks.append(f.task) if f.task is not None else None
         for t in tasks:
@@ -275,6 +279,14 @@ class ReplicaManager:
         for tp in list(self._waiters):
             self._fail_waiters(tp, NOT_LEADER_OR_FOLLOWER)
         self.checkpoint()
+
+    async def _checkpoint_loop(self) -> None:
+        """Every replica.high.watermark.checkpoint.interval.ms: the HWs to replication-offset-checkpoint
+        (written and fsynced in a worker thread)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.checkpoint_ms / 1000)
+            await loop.run_in_executor(None, self.checkpoint)
 
     def checkpoint(self) -> None:
         checkpoint = getattr(self.state.logs, "checkpoint_high_watermarks", None)
