@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from ...coordinator.quorum.peer import PeerClient, PeerError
-from .replica_manager import OFFSET_OUT_OF_RANGE, epoch_cache, latest_epoch, set_high_watermark
+from .replica_manager import OFFSET_OUT_OF_RANGE, set_high_watermark
 
 if TYPE_CHECKING:
     from ...storage.partition_log import PartitionLog
@@ -35,11 +35,8 @@ def truncation_offset(plog: PartitionLog, epoch: int, leader_end: int) -> int:
     """Where a follower truncates for the leader's diverging (epoch, end offset) (Kafka's
     AbstractFetcherThread.getOffsetTruncationState)."""
     leo = plog.log_end_offset
-    cache = epoch_cache(plog)
-    if cache is None:
-        return min(leader_end, leo)
-    local_epoch, local_end = cache.end_offset_for(epoch, leo)
-    if local_epoch is None or local_epoch < 0 or local_end < 0:
+    local_epoch, local_end = plog.end_offset_for_epoch(epoch)
+    if local_epoch < 0 or local_end < 0:
         return min(leader_end, leo)
     if local_epoch == epoch:
         return min(leader_end, local_end)
@@ -151,7 +148,7 @@ class Fetcher:
             epochs[tp] = s.leader_epoch
             by_topic.setdefault(tp[0], []).append(FetchPartition(
                 partition=tp[1], current_leader_epoch=s.leader_epoch, fetch_offset=plog.log_end_offset,
-                last_fetched_epoch=latest_epoch(plog), log_start_offset=plog.log_start_offset,
+                last_fetched_epoch=plog.latest_epoch, log_start_offset=plog.log_start_offset,
                 partition_max_bytes=self.max_bytes))
         if not by_topic:
             return None

@@ -46,19 +46,6 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
-def epoch_cache(plog: PartitionLog) -> Any:
-    """The log's leader epoch cache (storage/leader_epoch_cache.py), or None on an older storage."""
-    return getattr(plog, "leader_epoch_cache", None) or getattr(plog, "epoch_cache", None)
-
-
-def latest_epoch(plog: PartitionLog) -> int:
-    cache = epoch_cache(plog)
-    if cache is None:
-        return -1
-    epoch = cache.latest_epoch
-    return -1 if epoch is None else int(epoch)
-
-
 def set_high_watermark(plog: PartitionLog, hw: int) -> None:
     update = getattr(plog, "update_high_watermark", None)
     if update is not None:
@@ -347,9 +334,7 @@ class ReplicaManager:
     def _became_leader(self, s: PartitionState, plog: PartitionLog, was_leader: bool) -> None:
         tp = (s.topic, s.partition)
         self._stop_fetching(tp)
-        cache = epoch_cache(plog)
-        if cache is not None:
-            cache.assign(s.leader_epoch, plog.log_end_offset)
+        plog.assign_epoch_start_offset(s.leader_epoch)  # the new epoch starts at the next offset
         log.info("%s-%d: leader in epoch %d (LEO %d, HW %d, ISR %s)", s.topic, s.partition, s.leader_epoch,
                  plog.log_end_offset, s.high_watermark, s.isr)
         if was_leader:  # a new epoch of our own leadership: waiters of the old one fail

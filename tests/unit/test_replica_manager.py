@@ -228,3 +228,22 @@ def test_fetch_handler_on_a_leader(node, monkeypatch):
         await m.stop()
 
     asyncio.run(scenario())
+
+
+def test_follower_truncation_offset_for_a_diverging_epoch(tmp_path):
+    """Kafka's getOffsetTruncationState: same epoch -> the smaller end offset; an epoch the follower
+    does not have -> the end of its own largest epoch below it (the next fetch asks again)."""
+    from minikafka.broker.replication.fetcher import truncation_offset
+    from minikafka.storage.log_config import LogConfig
+    from minikafka.storage.partition_log import PartitionLog
+    plog = PartitionLog(tmp_path / "t-0", LogConfig())
+    try:
+        plog.append(batch(3), leader_epoch=0)
+        plog.append(batch(3), leader_epoch=2)
+        assert plog.log_end_offset == 6
+        assert truncation_offset(plog, 2, 5) == 5
+        assert truncation_offset(plog, 2, 9) == 6
+        assert truncation_offset(plog, 1, 4) == 3
+        assert truncation_offset(plog, 0, 2) == 2
+    finally:
+        plog.close()
