@@ -159,3 +159,94 @@ def test_a_paused_old_controller_cannot_commit_a_decision(cluster):
     time.sleep(1.0)
     for n in cluster.ids:
         assert partitions(cluster, n, name) == {}, f"node {n} has the topic the stale controller decided"
+
+
+def test_alter_partition_and_producer_id_blocks_over_the_wire(cluster):
+    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+    from minikafka.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+    created = create(cluster.nodes[1].bootstrap, "isr", 1, 3)
+    assert created.error_code == 0
+    topic_id = created.topic_id
+    views = wait_until(lambda: (lambda vs: vs if vs[0] == vs[1] == vs[2] and vs[0] else None)(
+        [partitions(cluster, n, "isr") for n in cluster.ids]), what="every node knows the topic")
+    leader, leader_epoch, replicas, isr, _ = views[0][0]
+    follower = next(b for b in replicas if b != leader)
+    controller, _ = cluster.agreed_leader(cluster.ids)
+
+    def alter(broker: int, new_isr: list[int], partition_epoch: int, epoch: int = leader_epoch):
+        P = AlterPartitionRequest.TopicData.PartitionData
+        req = AlterPartitionRequest(broker_id=broker, broker_epoch=-1, topics=[AlterPartitionRequest.TopicData(
+            topic_id=topic_id, partitions=[P(partition_index=0, leader_epoch=epoch, new_isr_with_epochs=[
+                P.BrokerState(broker_id=b, broker_epoch=-1) for b in new_isr], leader_recovery_state=0,
+                partition_epoch=partition_epoch)])])
+        with RawClient(f"127.0.0.1:{cluster.controller_ports[controller]}") as cl:
+            resp = cl.request(req, 3, AlterPartitionResponse)
+        assert resp.error_code == 0
+        return resp.topics[0].partitions[0]
+    shrunk = [b for b in isr if b != follower]
+    p = alter(leader, shrunk, 0)
+    assert (p.error_code, sorted(p.isr), p.partition_epoch, p.leader_id, p.leader_epoch) == \
+        (0, sorted(shrunk), 1, leader, leader_epoch)
+    assert alter(leader, list(isr), 0).error_code == 95  # INVALID_UPDATE_VERSION: a stale partition epoch
+    assert alter(leader, list(isr), 1, leader_epoch + 1).error_code == 74  # FENCED_LEADER_EPOCH
+    assert alter(follower, list(isr), 1).error_code == 42  # INVALID_REQUEST: not from the leader
+    assert alter(leader, [*shrunk, 99], 1).error_code == 107  # INELIGIBLE_REPLICA
+    wait_until(lambda: all(sorted(partitions(cluster, n, "isr")[0][3]) == sorted(shrunk) for n in cluster.ids),
+               what="every node sees the shrunk ISR")
+    assert alter(leader, list(isr), 1).partition_epoch == 2
+    # producer ids: each broker takes its own block of 1000 from the controller (KIP-730)
+    pids = {}
+    for n in cluster.ids:
+        with RawClient(cluster.nodes[n].bootstrap) as cl:
+            resp = cl.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                                    producer_id=-1, producer_epoch=-1), 4, InitProducerIdResponse)
+        assert resp.error_code == 0
+        pids[n] = resp.producer_id
+    assert len({pid // 1000 for pid in pids.values()}) == 3, pids
+
+
+def test_controlled_shutdown_then_preferred_leader_election(cluster):
+    """SIGTERM: the controller moves the node's leaderships away before it stops (not after the session
+    timeout); back, and in the ISR again, `kafka-leader-election --election-type PREFERRED` gives the
+    partition back to its first replica."""
+    from minikafka.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+    created = create(cluster.nodes[1].bootstrap, "pref", 3, 3)
+    assert created.error_code == 0
+    controller, _ = cluster.agreed_leader(cluster.ids)
+    before = wait_until(lambda: (lambda v: v if len(v) == 3 else None)(partitions(cluster, controller, "pref")))
+    node = next(v[0] for v in before.values() if v[0] != controller)
+    led = [p for p, v in before.items() if v[0] == node]
+    cluster.nodes[node].stop()
+    assert "controlled shutdown: the controller moved" in cluster.nodes[node].log_path.read_text()
+    after = partitions(cluster, controller, "pref")  # at once: no session timeout waited for
+    assert all(after[p][0] not in (node, -1) and node not in after[p][3] for p in led)
+    cluster.restart(node)
+    wait_until(lambda: node in brokers(cluster, controller), timeout=15, what="the node unfenced again")
+    # the partition's leader takes the node back into the ISR (minikafka's replica manager does this
+    # itself once it runs; here, if it has not, the leader's AlterPartition is sent by hand)
+    p0 = led[0]
+    leader, leader_epoch, replicas, isr, _ = partitions(cluster, controller, "pref")[p0]
+    if node not in isr:
+        P = AlterPartitionRequest.TopicData.PartitionData
+        for partition_epoch in range(10):  # not in Metadata: found by trying (INVALID_UPDATE_VERSION otherwise)
+            req = AlterPartitionRequest(broker_id=leader, broker_epoch=-1, topics=[AlterPartitionRequest.TopicData(
+                topic_id=created.topic_id, partitions=[P(partition_index=p0, leader_epoch=leader_epoch,
+                                                         new_isr_with_epochs=[P.BrokerState(broker_id=b, broker_epoch=-1)
+                                                                              for b in (*isr, node)],
+                                                         leader_recovery_state=0, partition_epoch=partition_epoch)])])
+            with RawClient(f"127.0.0.1:{cluster.controller_ports[controller]}") as cl:
+                code = cl.request(req, 3, AlterPartitionResponse).topics[0].partitions[0].error_code
+            if code != 95:
+                break
+        assert code == 0
+    sys.path.insert(0, str(ROOT))
+    from scripts import apache_kafka as lab
+    lab.fetch()
+    res = lab.run_tool("kafka-leader-election", ["--bootstrap-server", cluster.nodes[controller].bootstrap,
+                                                 "--election-type", "PREFERRED", "--topic", "pref",
+                                                 "--partition", str(p0)], timeout=90)
+    assert res.returncode == 0 and f"Successfully completed leader election (PREFERRED) for partitions pref-{p0}" \
+        in res.stdout, res.stdout + res.stderr[-2000:]
+    wait_until(lambda: all(partitions(cluster, n, "pref")[p0][0] == node for n in cluster.ids),
+               what="the preferred replica leads again everywhere")
