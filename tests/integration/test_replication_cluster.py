@@ -7,6 +7,7 @@ back as a follower."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -167,6 +168,7 @@ def test_a_former_leader_truncates_what_only_it_had(cluster):
         assert produce_raw(c, "d", build_batch([b"kept"]), acks=-1).error_code == 0
     for n in others:  # the followers stop: what the leader takes now only it has
         cluster.pause(n)
+    time.sleep(0.5)  # their long-polls still waiting on the leader end (replica.fetch.wait.max.ms) empty
     with RawClient(cluster.nodes[leader].bootstrap) as c:
         assert produce_raw(c, "d", build_batch([b"lost-1", b"lost-2"]), acks=1).error_code == 0
     cluster.kill(leader)

@@ -41,6 +41,8 @@ class Broker:
     id: int
     epoch: int
     endpoints: dict
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
 
 
 class FakeImage:
