@@ -194,6 +194,27 @@ class ClusterRuntime:
                 pass
         return True
 
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: dict[str, str] | None = None, timeout_s: float = 30.0) -> int:
+        """Create a topic through the active controller (e.g. an internal topic on first use) and wait
+        until this node's view has it; 0, or Kafka's error code (TOPIC_ALREADY_EXISTS 36 included: the
+        topic is then there, or about to be). REQUEST_TIMED_OUT without an answering controller."""
+        from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+        C = CreateTopicsRequest.CreatableTopic
+        req = CreateTopicsRequest(topics=[C(name=name, num_partitions=partitions, replication_factor=replication_factor,
+                                            assignments=[], configs=[C.CreatableTopicConfig(name=k, value=v)
+                                                                     for k, v in (configs or {}).items()])],
+                                  timeout_ms=int(timeout_s * 1000), validate_only=False)
+        try:
+            resp = await self.controller_request(req, 7, CreateTopicsResponse, timeout_s=timeout_s,
+                                                 not_controller=lambda r: r.topics[0].error_code == NOT_CONTROLLER)
+        except ControllerUnavailableError:
+            return 7
+        code = resp.topics[0].error_code
+        if code in (0, 36):
+            await self.wait_for_topic(name, timeout_s)
+        return code
+
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(self._lifecycle(), name="broker-lifecycle"))
