@@ -266,6 +266,8 @@ class ReplicaManager:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        truncating = [f.truncating for f in self._fetchers.values() if f.truncating is not None]
+        await asyncio.gather(*truncating, return_exceptions=True)
         for f in self._fetchers.values():
             f.close()
         for tp in list(self._waiters):

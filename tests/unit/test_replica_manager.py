@@ -95,6 +95,7 @@ class NoFetcher:
     def __init__(self, *a) -> None:
         self.added = []
         self.task = None
+        self.truncating = None
 
     def start(self):
         pass
