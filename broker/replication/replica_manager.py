@@ -149,7 +149,9 @@ class ReplicaManager:
         if plog is None:
             return
         leo = plog.log_end_offset
-        if not s.update_follower(replica, min(fetch_offset, leo), leo, _now_ms()):
+        if fetch_offset > leo:  # past our log: its read answers OFFSET_OUT_OF_RANGE, no position
+            return
+        if not s.update_follower(replica, fetch_offset, leo, _now_ms()):
             return
         self._maybe_advance(s, plog)
         if s.isr_change_allowed() and s.can_join_isr(replica) and self._eligible(replica):
