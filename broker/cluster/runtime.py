@@ -5,7 +5,8 @@ registration with the active controller, and requests to that controller.
   to `image`. After each run of entries, the local partition directories are made to follow it (a
   partition with a replica on this node gets its log, created with the topic id; a removed topic's
   logs go) and only then are the listeners told: `fn(image, changed, deleted_topics)` on the event
-  loop, in commit order, one run at a time.
+  loop, in commit order, one run at a time (`deleted_topics` first: a name deleted and created again
+  in one run is in both).
 * **Lifecycle** (Kafka's BrokerLifecycleManager): register with the active controller (BrokerRegistration
   over the CONTROLLER listener) once the cluster id is agreed, heartbeat every
   broker.heartbeat.interval.ms; re-register on STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED. On
@@ -39,6 +40,7 @@ BROKER_ID_NOT_REGISTERED = 102
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 SHUTDOWN_WAIT_S = 5.0
+NO_QUORUM_WAIT_S = 1.0
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
@@ -68,6 +70,8 @@ class ClusterRuntime:
         self.caught_up_once = asyncio.Event()
         self.heartbeat_interval_s = int(config.get("broker.heartbeat.interval.ms") or 2000) / 1000
         self.request_timeout_s = max(driver.quorum.request_timeout_ms / 1000, 1.0)
+        session_s = int(config.get("broker.session.timeout.ms") or 9000) / 1000
+        self.lifecycle_timeout_s = max(0.2, min(driver.quorum.request_timeout_ms / 1000, session_s / 3))
         self.controller_timeout_s = 30.0
         names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
         configured = (config.props.get("inter.broker.listener.name") or "").strip().upper()
@@ -125,17 +129,6 @@ class ClusterRuntime:
     async def _flush(self) -> None:
         """Local partitions follow the image, then the listeners are told (repeated while more arrives)."""
         while self._dirty or self._pending_changed or self._pending_deleted or self._late:
-            late, self._late = self._late, []
-            for fn in late:
-                everything = [(t.name, p) for t in self.image.topics.values() for p in t.partitions]
-                try:
-                    result = fn(self.image, everything, [])
-                    if asyncio.iscoroutine(result):
-                        await result
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("cluster: metadata listener %r failed", fn)
             dirty, self._dirty = list(self._dirty), {}
             changed, self._pending_changed = list(self._pending_changed), {}
             deleted, self._pending_deleted = list(self._pending_deleted), {}
@@ -146,6 +139,17 @@ class ClusterRuntime:
                     raise
                 except Exception:
                     log.exception("cluster: making local partitions of %s follow the metadata failed", name)
+            late, self._late = self._late, []
+            for fn in late:  # added after partitions existed: every partition first (deletions seen are gone)
+                everything = [(t.name, p) for t in self.image.topics.values() for p in t.partitions]
+                try:
+                    result = fn(self.image, everything, [])
+                    if asyncio.iscoroutine(result):
+                        await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("cluster: metadata listener %r failed", fn)
             for fn in list(self._listeners):
                 try:
                     result = fn(self.image, changed, deleted)
@@ -225,15 +229,31 @@ class ClusterRuntime:
         if it came."""
         if self.broker_epoch < 0 or not self._tasks or self._tasks[0].done():
             return False
+        if not any(self.node_id in p.replicas and (p.leader == self.node_id or self.node_id in p.isr)
+                   for t in self.image.topics.values() for p in t.partitions.values()):
+            return True  # leads nothing, in no ISR: nothing to move
         if timeout_s is None:
             timeout_s = min(SHUTDOWN_WAIT_S, 4 * self.heartbeat_interval_s + 0.5)
         self._want_shut_down = True
-        try:
-            await asyncio.wait_for(self._should_shut_down.wait(), timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            log.warning("cluster: no shouldShutDown from the controller within %.0f s", timeout_s)
-            return False
+        deadline = time.monotonic() + timeout_s
+        leaderless_since = None
+        while not self._should_shut_down.is_set():
+            now = time.monotonic()
+            if self.driver.node.leader is None:  # no quorum (the last nodes going): nobody can move anything
+                leaderless_since = leaderless_since or now
+                if now - leaderless_since > NO_QUORUM_WAIT_S:
+                    log.warning("cluster: controlled shutdown without an active controller: stopping anyway")
+                    return False
+            else:
+                leaderless_since = None
+            if now >= deadline:
+                log.warning("cluster: no shouldShutDown from the controller within %.0f s", timeout_s)
+                return False
+            try:
+                await asyncio.wait_for(self._should_shut_down.wait(), 0.05)
+            except asyncio.TimeoutError:
+                pass
+        return True
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -316,9 +336,12 @@ class ClusterRuntime:
         client = self._clients.get((node, channel))
         if client is None:
             host, port = self.driver.quorum.voters[node]
+            # heartbeats must not hang on a paused old controller for longer than a fraction of the
+            # session, or the new controller fences this live broker
+            timeout = self.lifecycle_timeout_s if channel == "lifecycle" else self.request_timeout_s * 5
             client = self._clients[(node, channel)] = PeerClient(
-                node, host, port, f"broker-{self.node_id}-{channel}", self.request_timeout_s * 5,
-                self.driver.quorum.retry_backoff_ms / 1000)
+                node, host, port, f"broker-{self.node_id}-{channel}", timeout,
+                self.driver.quorum.retry_backoff_ms / 1000, max_backoff_s=0.25 if channel == "lifecycle" else 1.0)
         return client
 
     async def controller_request(self, req: Any, version: int, resp_cls: type,

@@ -21,6 +21,8 @@ def topic_entry(state: BrokerState, info: TopicInfo, listener: str = "") -> Topi
     node = state.node_id
     if state.cluster is not None:  # a cluster: leaders, replicas, ISR from the metadata image
         from ..cluster.views import partition_view
+        if info.name not in state.cluster.image.topics:  # a local leftover the metadata no longer has
+            return error_entry(ke.UnknownTopicOrPartitionError.errno, info.name)
         parts = []
         for p in range(info.partitions):
             view = partition_view(state.cluster.image, info.name, p, listener)
@@ -77,6 +79,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     denied: list[Topic] = []  # after the others, without authorized operations (as Kafka)
     if all_topics:
         infos = list(state.catalog.topics.values())
+        if state.cluster is not None:
+            infos = [i for i in infos if i.name in state.cluster.image.topics]
         if auth is not None:  # topics the principal may not DESCRIBE are left out
             visible = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, [i.name for i in infos])
             infos = [i for i in infos if i.name in visible]

@@ -172,3 +172,12 @@ def test_preferred_election():
     c.alter_partition(q.leader, tb, 0, q.leader_epoch, q.partition_epoch,
                       [(b, c.image.brokers[b].epoch) for b in (*q.isr, p.replicas[0])])
     assert c.elect_preferred("t", 0) == 0 and c.image.partition("t", 0).leader == p.replicas[0]
+
+
+def test_a_repeated_registration_of_a_live_broker_in_isrs_gets_the_offset_of_its_record():
+    c, log, epochs = cluster()
+    c.create_topic("t", 2, 3, {})
+    # the same incarnation registers again (its answer was lost): out of the ISRs first, then registered
+    epoch = c.register_broker(1, "inc-1", [], None, 10, len(log.entries))
+    assert log.entries[epoch]["type"] == r.REGISTER_BROKER and log.entries[epoch]["brokerEpoch"] == epoch
+    assert all(1 not in p.isr for p in c.image.topics["t"].partitions.values())
