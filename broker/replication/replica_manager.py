@@ -254,11 +254,9 @@ class ReplicaManager:
 
     # -- following the metadata image ---------------------------------------------------------------
     def start(self) -> None:
-        """Take over every partition of the current image and follow its changes."""
+        """Follow the image (the runtime tells a late listener of every partition it already has,
+        once their local logs exist)."""
         self.cluster.add_listener(self.on_image)
-        image = self.cluster.image
-        changed = [(name, p) for name, t in image.topics.items() for p in t.partitions]
-        self.on_image(image, changed, [])
         loop = asyncio.get_running_loop()
         self._isr_task = loop.create_task(self._isr_expiration())
         self._checkpoint_task = loop.create_task(self._checkpoint_loop())
