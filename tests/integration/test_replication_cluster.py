@@ -171,6 +171,8 @@ def test_a_former_leader_truncates_what_only_it_had(cluster):
     time.sleep(0.5)  # their long-polls still waiting on the leader end (replica.fetch.wait.max.ms) empty
     with RawClient(cluster.nodes[leader].bootstrap) as c:
         assert produce_raw(c, "d", build_batch([b"lost-1", b"lost-2"]), acks=1).error_code == 0
+    # consumers read below the high watermark only: the followers have not fetched it, so not yet
+    assert [v for _o, _k, v in fetch_all(cluster.nodes[leader].bootstrap, "d")] == [b"kept"]
     cluster.kill(leader)
     for n in others:
         cluster.resume(n)
