@@ -92,13 +92,19 @@ def test_rf3_topic_is_described_alike_on_every_node(cluster):
         auto = metadata_raw(cl, ["auto-made"], auto_create=True).topics[0]
     assert auto.error_code == 0 and len(auto.partitions) == 1 and len(auto.partitions[0].replica_nodes) == 1
     wait_until(lambda: all(len(partitions(cluster, n, "auto-made")) == 1 for n in cluster.ids))
+    # Kafka's kafka-topics --create (the Java admin client: CreateTopics to the controller it was told of)
+    sys.path.insert(0, str(ROOT))
+    from scripts import apache_kafka as lab
+    lab.fetch()
+    res = lab.run_tool("kafka-topics", ["--bootstrap-server", cluster.nodes[3].bootstrap, "--create", "--topic",
+                                        "from-java", "--partitions", "2", "--replication-factor", "3"], timeout=90)
+    assert res.returncode == 0 and "Created topic from-java." in res.stdout, res.stdout + res.stderr[-2000:]
+    wait_until(lambda: all(len(partitions(cluster, n, "from-java")) == 2 for n in cluster.ids))
+    assert all(sorted(v[2]) == [1, 2, 3] for v in partitions(cluster, 1, "from-java").values())
     # RF above the registered brokers: Kafka's error
     bad = create(cluster.nodes[2].bootstrap, "too-many", 1, 4)
     assert bad.error_code == 38 and "only 3 broker(s) are registered" in bad.error_message
     # Kafka's kafka-topics --describe (DescribeTopicPartitions) shows the same
-    sys.path.insert(0, str(ROOT))
-    from scripts import apache_kafka as lab
-    lab.fetch()
     res = lab.run_tool("kafka-topics", ["--bootstrap-server", cluster.nodes[2].bootstrap, "--describe",
                                         "--topic", "orders"], timeout=90)
     assert res.returncode == 0, res.stderr[-2000:]
