@@ -73,6 +73,7 @@ class BrokerState:
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
+        self._failover = None  # broker/coordinator_failover.CoordinatorFailover on a cluster
         self._running = False
         self.service_tasks: list[asyncio.Task] = []  # started with a coordinator; cancelled at shutdown
         self._advertised: dict[str, Listener] = {l.name: l for l in config.advertised_listeners}
@@ -113,6 +114,8 @@ class BrokerState:
             from .errors import error_code
             self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code,
                                             group_configs=self.group_configs)
+            if (failover := self.coordinator_failover) is not None:
+                failover.attach_groups(self._groups)
             if self._running:
                 self._start_groups()
         return self._groups
@@ -131,9 +134,21 @@ class BrokerState:
             # transactional offset commits
             self._txns.markers.add_listener(OFFSETS_TOPIC,
                                             lambda _partition, pid, commit: self.groups.replay_marker(pid, commit))
+            if (failover := self.coordinator_failover) is not None:
+                failover.attach_txns(self._txns)
             if self._running:
                 self._txns.start()
         return self._txns
+
+    @property
+    def coordinator_failover(self):
+        """On a cluster (cluster runtime and replica manager in place): the coordinators' wiring to
+        partition leadership (broker/coordinator_failover.py); None on a single node."""
+        if self._failover is None and getattr(self, "replicas", None) is not None \
+                and getattr(self, "cluster", None) is not None:
+            from .coordinator_failover import CoordinatorFailover
+            self._failover = CoordinatorFailover(self)
+        return self._failover
 
     def coordinators_built(self) -> tuple[bool, bool]:
         """(group coordinator built, transaction coordinator built)."""
@@ -206,7 +221,11 @@ class BrokerState:
             return None
 
     async def ensure_internal_topic(self, name: str) -> None:
-        """Create `__consumer_offsets` / `__transaction_state` if missing, off the event loop."""
+        """Create `__consumer_offsets` / `__transaction_state` if missing, off the event loop (on a
+        cluster through the controller)."""
+        if (failover := self.coordinator_failover) is not None:
+            await failover.ensure_topic(name)
+            return
         if name == OFFSETS_TOPIC:
             await self.groups.ensure_topic_async()
         elif name == TXN_TOPIC:
@@ -216,4 +235,6 @@ class BrokerState:
         self.catalog.close()  # stop topic file work in flight first
         if self._groups is not None:
             self._groups.close()
+        if self._failover is not None:
+            self._failover.close()
         self.logs.close()
