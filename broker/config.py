@@ -136,6 +136,14 @@ DEFAULTS: dict[str, str] = {
     "unclean.leader.election.enable": "false",
     "log.cleaner.threads": "1",
     "producer.id.expiration.ms": "86400000",
+    # replication (multi-node cluster only, broker/replication/)
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.socket.timeout.ms": "30000",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
     # a TLS handshake (SSL/SASL_SSL listeners) must finish this long after the TCP accept, else closed
     "minikafka.ssl.handshake.timeout.ms": "10000",
     # authorization (broker/authorizer.py): empty = no authorizer, everything allowed (Kafka's default);

@@ -109,6 +109,10 @@ class Broker:
         if self.state.quorum is not None:
             self.state.quorum.start()
         self.state.start()  # coordinators start as they are built (warm_up builds those with state)
+        if getattr(self.state, "cluster", None) is not None:  # a multi-node cluster: partition replication
+            from .replication.replica_manager import ReplicaManager
+            self.state.replicas = ReplicaManager(self.state, self.state.cluster)
+            self.state.replicas.start()
         from .background import start_log_cleaner
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
         self._periodic += start_log_cleaner(self.state)
@@ -232,6 +236,11 @@ class Broker:
                 await self.state.quorum.stop()
             except Exception:
                 log.exception("metadata quorum: stop failed")
+        if self.state is not None and self.state.replicas is not None:
+            try:
+                await self.state.replicas.stop()
+            except Exception:
+                log.exception("replica manager: stop failed")
         for server in self._servers:
             server.close()
         for task in self._periodic:

@@ -48,6 +48,8 @@ class BrokerState:
         self.cluster_id: str | None = ensure_meta(config.log_dirs, config.node_id, config.get("cluster.id"),
                                                   agreed=config.quorum is not None)
         self.quorum = None  # coordinator/quorum/driver.QuorumDriver in a multi-node quorum (broker/server.py)
+        # broker/replication/replica_manager.ReplicaManager on a multi-node cluster; None on a single node
+        self.replicas = None
         # dynamic broker configs are laid over the static ones before anything reads them
         self.dynamic_config = DynamicBrokerConfig(config, config.log_dirs[0])
         self.dynamic_config.load()

@@ -8,7 +8,8 @@ from . import schemas
 
 __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
            "ConsumerGroupDescribeResponse", "VoteRequest", "VoteResponse", "BeginQuorumEpochRequest",
-           "BeginQuorumEpochResponse", "EndQuorumEpochRequest", "EndQuorumEpochResponse"]
+           "BeginQuorumEpochResponse", "EndQuorumEpochRequest", "EndQuorumEpochResponse",
+           "BrokerRegistrationRequest", "BrokerRegistrationResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "AlterPartitionRequest", "AlterPartitionResponse", "AllocateProducerIdsRequest", "AllocateProducerIdsResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -48,4 +49,36 @@ class EndQuorumEpochRequest(ApiMessage, load_json=schemas):
 
 
 class EndQuorumEpochResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class BrokerRegistrationRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class BrokerRegistrationResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class BrokerHeartbeatRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class BrokerHeartbeatResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class AlterPartitionRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class AlterPartitionResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class AllocateProducerIdsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class AllocateProducerIdsResponse(ApiMessage, load_json=schemas):
     pass

@@ -44,6 +44,7 @@ class Appended(NamedTuple):
     base_offset: int
     log_append_time_ms: int
     log_start_offset: int
+    last_offset: int = -1  # not encoded: acks=all on a cluster waits for the HW to pass it
 
 
 def _encode_struct(struct_, item: Any, version: int, flexible: bool) -> bytes:

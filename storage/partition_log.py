@@ -43,6 +43,7 @@ from minikafka.protocol.record_batch import (
 from minikafka.protocol.record_validator import settings_for, validate_client_batch
 from minikafka.storage import append_writer
 from minikafka.storage.batch_io import MAX_RELATIVE_OFFSET
+from minikafka.storage.leader_epoch_cache import LeaderEpochCache
 from minikafka.storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -95,6 +96,7 @@ class _Prepared(NamedTuple):
     log_append_time_ms: int
     producers: dict[int, ProducerAppendInfo] | None
     completed_txns: list[CompletedTxn] | None
+    epochs: list[tuple[int, int]] | None  # (leader epoch, start offset) newer than the epoch cache's latest
 
 
 class _PendingAppend(NamedTuple):
@@ -135,8 +137,12 @@ class PartitionLog:
         self._pending_bytes = 0  # their bytes, all in the active segment (a roll drains them first)
         self._write_failed = False  # set by the writer thread; the pending writes after it are skipped
         self._rewinding = False
+        loaded = LeaderEpochCache.load(self.dir)
+        self._epochs = loaded if loaded is not None else LeaderEpochCache(self.dir)
+        self._rebuild_epochs = loaded is None  # no checkpoint: rebuilt from every batch header below
         self._load(clean_shutdown)
         self._next_offset = self._leo
+        self._load_epoch_cache()
         self.topic_id: bytes | None = read_partition_metadata(self.dir)
         self._producers = ProducerStateManager(self.dir, config.producer_id_expiration_ms)
         self.producer_state_replayed_batches = 0  # batches read to rebuild producer state on open
@@ -168,6 +174,27 @@ class PartitionLog:
     @property
     def high_watermark(self) -> int:
         return self._leo  # single broker: everything appended is "replicated"
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        """Leader epoch -> start offset of this log (storage/leader_epoch_cache.py); the replica manager
+        assigns a new leader's epoch with `assign_epoch_start_offset`."""
+        return self._epochs
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch in the epoch cache, -1 if none."""
+        return self._epochs.latest_epoch
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> bool:
+        """Owner thread: `epoch` starts at `start_offset` (default: the next offset to assign), as a new
+        leader does (Kafka maybeAssignEpochStartOffset). Ignored unless newer than the latest epoch."""
+        return self._epochs.assign(epoch, self._next_offset if start_offset is None else start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) of the largest epoch <= `epoch` from the epoch cache (Kafka
+        endOffsetForEpoch, the answer of OffsetsForLeaderEpoch); (-1, -1) if undefined."""
+        return self._epochs.end_offset_for(epoch, self._leo)
 
     @property
     def last_stable_offset(self) -> int:
@@ -230,7 +257,11 @@ class PartitionLog:
                 raise KafkaStorageError(f"{seg.log_path} overlaps the previous segment")
             segments.append(seg)
             if problem:
-                truncated = seg.recover()
+                runs: list[tuple[int, int]] = []  # (epoch, base offset) where the batches' epoch changes
+                truncated = seg.recover(lambda h: (not runs or runs[-1][0] != h.partition_leader_epoch)
+                                        and runs.append((h.partition_leader_epoch, h.base_offset)))
+                if (last or truncated) and not self._rebuild_epochs:
+                    self._reassign_epochs(seg.base_offset, runs)
                 if problem != "no clean shutdown" or truncated:
                     log.warning("recovered %s (%s): truncated %d bytes", seg.log_path, problem, truncated,
                                 extra=self._log_fields)
@@ -246,6 +277,38 @@ class PartitionLog:
         self._publish(segments)
         self._leo = segments[-1].next_offset
         self._log_start_offset = min(max(checkpoint, segments[0].base_offset), self._leo)
+
+    def _reassign_epochs(self, base_offset: int, runs: list[tuple[int, int]]) -> None:
+        """The recovered last segment (from `base_offset`) re-derives the epoch entries from its
+        batches: an entry a crash kept from the disk comes back, entries past its end go."""
+        cache = self._epochs
+        cache.truncate_from_end(base_offset)
+        for epoch, start in runs:
+            if epoch > cache.latest_epoch:
+                cache.assign(epoch, start)
+
+    def _load_epoch_cache(self) -> None:
+        """Bring the leader epoch cache in line with the loaded log: without a checkpoint file, rebuild
+        it from the batch headers (once: the file is written even if no batch has an epoch); then drop
+        entries past the log end and before the log start (Kafka LogLoader)."""
+        cache = self._epochs
+        if self._rebuild_epochs:
+            self._rebuild_epochs = False
+            if self._leo > self._log_start_offset:
+                t0 = time.monotonic()
+                start = self._log_start_offset
+                for seg in self._view[0]:
+                    if seg.next_offset <= start:
+                        continue
+                    for _pos, header in seg.iter_headers():
+                        if header.last_offset >= start and header.partition_leader_epoch > cache.latest_epoch:
+                            cache.assign(header.partition_leader_epoch, max(header.base_offset, start))
+                if not cache.epoch_entries():
+                    cache.write()
+                log.info("rebuilt the leader epoch cache of %s from the log in %.0f ms: %s", self.dir.name,
+                         (time.monotonic() - t0) * 1000, cache.epoch_entries(), extra=self._log_fields)
+        cache.truncate_from_end(self._leo)
+        cache.truncate_from_start(self._log_start_offset)
 
     def _read_log_start_offset(self) -> int:
         path = self.dir / LOG_START_OFFSET_FILE
@@ -316,6 +379,8 @@ class PartitionLog:
         if isinstance(prepared, AppendInfo):
             return prepared
         segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
+        if prepared.epochs:
+            self._assign_epochs(prepared.epochs)
         segment.append(prepared.buf, prepared.batches)
         self._reserve(prepared, segment)
         return self._published(prepared, segment)
@@ -350,6 +415,8 @@ class PartitionLog:
         segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
         if prepared.first_offset != self._next_offset:  # the roll found a failed write and rewound
             raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
+        if prepared.epochs:
+            self._assign_epochs(prepared.epochs)
         if not self._pending and len(prepared.buf) <= INLINE_WRITE_BYTES:  # a thread hop costs more
             segment.append(prepared.buf, prepared.batches)
             self._reserve(prepared, segment)
@@ -429,6 +496,7 @@ class PartitionLog:
             self._write_failed = False
             self._pending_bytes = 0
             self._next_offset = self._leo
+            self._epochs.truncate_from_end(self._leo + 1)  # epochs of the refused appends
             self._producers = ProducerStateManager(self.dir, self._config.producer_id_expiration_ms)
             self._load_producer_state()
             for pending in doomed:
@@ -462,7 +530,14 @@ class PartitionLog:
         max_ts = -1
         producers: dict[int, ProducerAppendInfo] | None = None
         completed_txns: list[CompletedTxn] | None = None
+        latest_epoch = self._epochs.latest_epoch
+        epochs: list[tuple[int, int]] | None = None
+        if leader_epoch is not None and leader_epoch > latest_epoch:
+            epochs = [(leader_epoch, first_offset)]
         for pos, header in headers:
+            if leader_epoch is None and header.partition_leader_epoch > latest_epoch:
+                latest_epoch = header.partition_leader_epoch
+                epochs = [*(epochs or ()), (latest_epoch, offset)]
             patch_base_offset(buf, pos, offset)
             if leader_epoch is not None:
                 _EPOCH.pack_into(buf, pos + 12, leader_epoch)
@@ -492,7 +567,13 @@ class PartitionLog:
             max_ts = max(max_ts, batch_ts)
             offset = last + 1
         return _Prepared(buf, batches, first_offset, offset, max_ts, now_ms, now_ms if append_time else -1,
-                         producers, completed_txns)
+                         producers, completed_txns, epochs)
+
+    def _assign_epochs(self, epochs: list[tuple[int, int]], replace_conflicts: bool = False) -> None:
+        """Owner thread, before the batches are written: their new leader epochs go to the cache (and
+        its checkpoint file), so the file never lacks the epoch of a batch in the log."""
+        for epoch, start in epochs:
+            self._epochs.assign(epoch, start, replace_conflicts=replace_conflicts)
 
     def _reserve(self, prepared: _Prepared, segment: LogSegment) -> None:
         """Owner thread: the prepared append takes its offsets; producer state moves on (so the next
@@ -582,6 +663,7 @@ class PartitionLog:
         self._fsync()
 
     def _fsync(self) -> None:
+        self._epochs.flush()
         for seg in self._unflushed:
             seg.flush()
         if self._unflushed:
@@ -683,6 +765,7 @@ class PartitionLog:
         if offset > self._log_start_offset:
             self._log_start_offset = offset
             self._write_log_start_offset()
+            self._epochs.truncate_from_start(offset)
         self._purge_graveyard(self._now_ms())
         self._delete_oldest(lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset)
         return self._log_start_offset
@@ -737,6 +820,7 @@ class PartitionLog:
         remaining = segments[len(doomed):]
         if remaining[0].base_offset > self._log_start_offset:
             self._log_start_offset = remaining[0].base_offset
+            self._epochs.truncate_from_start(self._log_start_offset)
         self._publish(remaining)
         self._producers.delete_snapshots_before(remaining[0].base_offset)
         delay = self._config.file_delete_delay_ms
@@ -789,6 +873,10 @@ class PartitionLog:
         self.drain_writes()  # owner thread, or after the owner unregistered this log (LogManager)
         if self._view[0] and not self._active.deleted:
             self._producers.take_snapshot()
+            try:
+                self._epochs.flush()
+            except OSError as exc:
+                log.warning("could not flush %s: %s", self._epochs.path, exc)
         for seg in self._view[0]:
             seg.close()
         for _deadline, seg in self._graveyard:

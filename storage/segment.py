@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from minikafka.protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header, peek_size
 from minikafka.storage.batch_io import iter_file_headers, scan_valid_batches
@@ -117,15 +117,18 @@ class LogSegment:
         self._load_rolling_timestamp()
         return None
 
-    def recover(self) -> int:
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
         """Validate every batch from position 0 (length, magic, CRC, offsets), truncate the file at the
-        first invalid byte and rebuild both indexes. Returns the number of bytes truncated."""
+        first invalid byte and rebuild both indexes; `on_batch` sees each valid batch's header (the
+        leader epoch cache). Returns the number of bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
         file_size = os.fstat(self._fd).st_size
         max_ts, max_off = -1, -1
         valid, since, next_offset = 0, 0, self.base_offset
         for pos, header in scan_valid_batches(self._fd, 0, file_size, self.base_offset, self.base_offset):
+            if on_batch is not None:
+                on_batch(header)
             if header.max_timestamp > max_ts:
                 max_ts, max_off = header.max_timestamp, header.last_offset
             if since > self.index_interval_bytes:

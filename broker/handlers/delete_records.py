@@ -28,6 +28,9 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
                                              error_code=ke.TopicAuthorizationFailedError.errno))
                 continue
             plog, code = lookup_partition(ctx.broker, t.name, p.partition_index)
+            if not code and ctx.broker.replicas is not None:  # a cluster: only on the leader
+                code = ctx.broker.replicas.leader_error(t.name, p.partition_index)
+                plog = plog if not code else None
             low = -1
             if plog is not None:
                 try:

@@ -57,6 +57,8 @@ class Wanted:
     max_bytes: int
     current_leader_epoch: int
     denied: bool = False  # the principal may not READ the topic: TOPIC_AUTHORIZATION_FAILED
+    last_fetched_epoch: int = -1  # a follower's (v12+)
+    diverging: tuple[int, int] | None = None  # (epoch, end offset) a follower must truncate to (KIP-320)
 
 
 @dataclass(slots=True)
@@ -108,7 +110,7 @@ def _aborted(plog: PartitionLog, offset: int, lso: int, last_offset: int | None)
 
 
 def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
-              isolation: int) -> tuple[list[Answer], int, bool]:
+              isolation: int, replica_id: int = -1) -> tuple[list[Answer], int, bool]:
     """One pass over all partitions: (answers, record bytes, any partition errored). Reads only batch
     headers and index entries, so it runs on the event loop; the answers own descriptors (close)."""
     out: list[Answer] = []
@@ -126,13 +128,23 @@ def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
                 out.append(_partition_error(w.partition, code))
                 errored = True
                 continue
-            code = leader_epoch_error(w.current_leader_epoch)
+            replicas = state.replicas
+            if replicas is None:
+                code = leader_epoch_error(w.current_leader_epoch)
+            else:  # a cluster: only the leader answers, consumers up to the HW, followers up to the LEO
+                code = replicas.leader_error(w.topic, w.partition, w.current_leader_epoch)
             if code:
                 out.append(_partition_error(w.partition, code, plog))
                 errored = True
                 continue
             hw = plog.high_watermark
             lso = plog.last_stable_offset  # read_committed reads stop here
+            if w.diverging is not None:  # the follower truncates first: no records
+                data = _partition_error(w.partition, 0, plog).data
+                data.diverging_epoch = PartitionData.EpochEndOffset(epoch=w.diverging[0], end_offset=w.diverging[1])
+                out.append(Answer(data))
+                errored = True  # answered at once
+                continue
             limit = min(w.max_bytes, max_bytes - total)
             ranges: list[LogRange] = []
             inline = b""
@@ -141,7 +153,8 @@ def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
                 if limit > 0 or total == 0:
                     # only while the response is still empty may one batch exceed the limits (KIP-74)
                     args = (w.offset, max(limit, 1))
-                    kw = {"max_offset": lso if isolation == READ_COMMITTED else None, "min_one": total == 0}
+                    kw = {"max_offset": lso if isolation == READ_COMMITTED else (
+                        hw if replicas is not None and replica_id < 0 else None), "min_one": total == 0}
                     try:
                         ranges = plog.read_ranges(*args, **kw)
                     except KafkaStorageError as exc:
@@ -201,15 +214,36 @@ def _encode(version: int, by_id: bool, spans: list[tuple[object, int, int]], ans
     return body
 
 
+def _replica_id(version: int, req: FetchRequest) -> int:
+    """The fetching follower's id (v15+: ReplicaState), -1 for a consumer."""
+    if version >= 15:
+        state = getattr(req, "replica_state", None)
+        return state.replica_id if state is not None else -1
+    return req.replica_id
+
+
+def _follower_positions(state: BrokerState, replica_id: int, wanted: list[Wanted]) -> None:
+    """A follower's fetch: where its log diverges from ours (last fetched epoch, KIP-320), else its
+    position moves the HW and its ISR membership (once per request, before any long-poll)."""
+    replicas = state.replicas
+    for w in wanted:
+        if w.topic is None or w.denied or replicas.leader_error(w.topic, w.partition, w.current_leader_epoch):
+            continue
+        plog = state.catalog.partition_log(w.topic, w.partition)
+        if plog is None:
+            continue
+        if w.last_fetched_epoch >= 0:
+            diverging = plog.diverging_epoch(w.last_fetched_epoch, w.offset)
+            if diverging is not None:
+                w.diverging = (int(diverging[0]), int(diverging[1]))
+                continue
+        replicas.follower_fetched(w.topic, w.partition, replica_id, w.offset)
+
+
 def _readable(ctx: RequestContext, req: FetchRequest, names: list[str | None]) -> set[str]:
     """The topics this fetch may read, as Kafka's handler: a follower (replica id >= 0) needs
     CLUSTER_ACTION on the cluster for all of them, a consumer READ on each topic (checked once)."""
-    version = ctx.api_version
-    if version >= 15:
-        state = getattr(req, "replica_state", None)
-        replica_id = state.replica_id if state is not None else -1
-    else:
-        replica_id = req.replica_id
+    replica_id = _replica_id(ctx.api_version, req)
     known = [n for n in names if n is not None]
     if replica_id >= 0:
         return set(known) if authorize_cluster(ctx, acl.CLUSTER_ACTION) else set()
@@ -231,8 +265,13 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
         denied = readable is not None and name is not None and name not in readable
         for p in t.partitions:
             wanted.append(Wanted(name, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                                 denied))
+                                 denied, p.last_fetched_epoch if ctx.api_version >= 12 else -1))
         spans.append((t, first, len(wanted)))
+    replica_id = -1
+    if state.replicas is not None:
+        replica_id = _replica_id(ctx.api_version, req)
+        if replica_id >= 0:
+            _follower_positions(state, replica_id, wanted)
     max_bytes = min(req.max_bytes if req.max_bytes > 0 else NO_LIMIT, state.config.fetch_max_bytes)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
@@ -240,7 +279,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
     while True:
         # Watch before reading so an append right after the read still wakes us.
         woken = state.notifier.watch(watch_keys)
-        answers, total, errored = _read_all(state, wanted, max_bytes, req.isolation_level)
+        answers, total, errored = _read_all(state, wanted, max_bytes, req.isolation_level, replica_id)
         remaining = deadline - loop.time()
         if total >= req.min_bytes or errored or remaining <= 0 or not wanted:
             woken.cancel()

@@ -56,7 +56,13 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
                                                timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             plog, code = lookup_partition(ctx.broker, t.name, p.partition_index)
-            code = code or leader_epoch_error(p.current_leader_epoch)
+            replicas = ctx.broker.replicas
+            if replicas is None:
+                code = code or leader_epoch_error(p.current_leader_epoch)
+                epoch = LEADER_EPOCH
+            else:  # a cluster: the leader answers (latest = its HW)
+                code = code or replicas.leader_error(t.name, p.partition_index, p.current_leader_epoch)
+                epoch = replicas.leader_epoch(t.name, p.partition_index)
             offset = ts = -1
             if not code:
                 try:
@@ -64,6 +70,6 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
                 except Exception as exc:
                     code = error_code(exc)
             parts.append(PartitionResponse(partition_index=p.partition_index, error_code=code, timestamp=ts,
-                                           offset=offset, leader_epoch=LEADER_EPOCH if not code else -1))
+                                           offset=offset, leader_epoch=epoch if not code else -1))
         topics.append(TopicResponse(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -102,6 +102,15 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
         return _error(index, ke.UnknownTopicOrPartitionError.errno)
     if not records:
         return _error(index, ke.InvalidRecordError.errno, "empty record set")
+    leader_epoch = LEADER_EPOCH
+    replicas = state.replicas
+    if replicas is not None:  # a cluster: only the leader appends, acks=all needs min.insync.replicas
+        code = replicas.leader_error(topic, index)
+        if not code and acks == -1:
+            code = replicas.min_isr_error(topic, index)
+        if code:
+            return _error(index, code)
+        leader_epoch = replicas.leader_epoch(topic, index)
     try:
         check_produce_payload(records, version)
         transactional = len(records) >= HEADER_SIZE and bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK)
@@ -127,7 +136,7 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
                 return _error(index, ke.UnknownTopicOrPartitionError.errno)
             if transactional and (refused := await unverified()) is not None:
                 return refused
-        appended = plog.begin_append(records, leader_epoch=LEADER_EPOCH, validated=validated,
+        appended = plog.begin_append(records, leader_epoch=leader_epoch, validated=validated,
                                      transaction_version=TV2 if transactional and version >= TV2_PRODUCE_VERSION else 0)
     except RecordValidationError as exc:
         return _error(index, error_code(exc), error_message(exc), record_errors=exc.record_errors)
@@ -160,7 +169,29 @@ class _Writing(NamedTuple):
 
 
 def _answer(index: int, info: AppendInfo) -> Appended:
-    return Appended(index, info.first_offset, info.log_append_time_ms, info.log_start_offset)
+    return Appended(index, info.first_offset, info.log_append_time_ms, info.log_start_offset, info.last_offset)
+
+
+async def _wait_replicated(state: BrokerState, req: ProduceRequest, by_id: bool, responses: list) -> bool:
+    """acks=all on a cluster: every appended partition waits (concurrently, up to the request's
+    timeout) until the HW passes its last offset; a failure replaces its answer. True if none failed."""
+    waits = []
+    for key, done in responses:
+        name = topic_name_for_id(state, key) if by_id else key
+        for i, part in enumerate(done):
+            if isinstance(part, Appended):
+                waits.append((done, i, part, state.replicas.wait_replicated(
+                    name, part.index, part.last_offset + 1,
+                    req.timeout_ms)))
+    if not waits:
+        return True
+    codes = await asyncio.gather(*(w[3] for w in waits))
+    ok = True
+    for (done, i, part, _w), code in zip(waits, codes):
+        if code:
+            done[i] = _error(part.index, code)
+            ok = False
+    return ok
 
 
 def _generic(part: PartitionResponse | Appended) -> PartitionResponse:
@@ -243,6 +274,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         done = [await part.response() if isinstance(part, _Writing) else part for part in parts]
         all_appended = all_appended and all(isinstance(part, Appended) for part in done)
         responses.append((topic.topic_id if by_id else topic.name, done))
+    if req.acks == -1 and state.replicas is not None:
+        all_appended = await _wait_replicated(state, req, by_id, responses) and all_appended
     if not all_appended:
         for _key, done in responses:
             for part in done:

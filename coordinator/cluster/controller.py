@@ -1,0 +1,309 @@
+"""The active controller's decisions (Kafka's QuorumController / ReplicationControlManager /
+ClusterControlManager), pure: every method validates against the controller's image and emits the
+metadata records of its decision through `propose(record) -> offset`, applying each to that image at
+once, so the next decision sees it (the image holds uncommitted records; the caller answers clients
+only once they are committed, and throws the controller away when it loses the quorum leadership).
+
+* Brokers register (fenced), heartbeat every broker.heartbeat.interval.ms, are unfenced once caught up
+  with the metadata log past their registration, fenced when no heartbeat came for
+  broker.session.timeout.ms (`tick`). A fenced or shutting-down broker leaves every ISR (the last ISR
+  member stays, with no leader: unclean election is off) and leaders move to another ISR member.
+* Leaders are only ever chosen from the ISR among live brokers, preferring the replica order.
+* AlterPartition is checked as Kafka does: leader epoch (FENCED_LEADER_EPOCH), sender is the leader
+  (INVALID_REQUEST), partition epoch (INVALID_UPDATE_VERSION), new ISR members registered with the
+  given broker epoch, unfenced, not shutting down (INELIGIBLE_REPLICA).
+"""
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from . import records as r
+from .image import NO_LEADER, MetadataImage, PartitionInfo
+from .placement import PlacementError, place
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+FENCED_LEADER_EPOCH = 74
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_REQUEST = 42
+STALE_BROKER_EPOCH = 77
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELECTION_NOT_NEEDED = 84
+INVALID_UPDATE_VERSION = 95
+UNKNOWN_TOPIC_ID = 100
+DUPLICATE_BROKER_REGISTRATION = 101
+BROKER_ID_NOT_REGISTERED = 102
+INELIGIBLE_REPLICA = 107
+TOPIC_ALREADY_EXISTS = 36
+
+PRODUCER_ID_BLOCK = 1000  # KIP-730's block size
+
+
+class ControllerError(Exception):
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message or "")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    session_timeout_ms: int = 9000  # broker.session.timeout.ms
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    error: int
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+class Controller:
+    def __init__(self, image: MetadataImage, propose: Callable[[dict], int], config: ControllerConfig = ControllerConfig(),
+                 now_ms: int = 0, rng: random.Random | None = None) -> None:
+        self.image = image
+        self._propose = propose
+        self.config = config
+        self.rng = rng or random.Random()
+        # broker id -> session deadline (ms); every registered broker gets a full session on activation
+        self.sessions: dict[int, int] = {b: now_ms + config.session_timeout_ms for b in image.brokers}
+
+    def _emit(self, record: dict) -> int:
+        offset = self._propose(record)
+        self.image.apply(record, offset)
+        return offset
+
+    # -- brokers --------------------------------------------------------------------------------------
+    def register_broker(self, broker_id: int, incarnation_id: str, endpoints: Iterable[tuple[str, str, int, str]],
+                        rack: str | None, now_ms: int, next_offset: int) -> int:
+        """The new broker epoch (= the offset of the RegisterBroker record). A live session of another
+        incarnation refuses with DUPLICATE_BROKER_REGISTRATION (the old process may still run)."""
+        old = self.image.brokers.get(broker_id)
+        if old is not None and old.incarnation_id != incarnation_id and not old.fenced \
+                and self.sessions.get(broker_id, 0) > now_ms:
+            raise ControllerError(DUPLICATE_BROKER_REGISTRATION,
+                                  f"Another broker is registered with that broker id {broker_id}.")
+        if old is not None:  # a new incarnation knows nothing of its replicas' state: out of every ISR first
+            self._leave_isrs(broker_id)
+        epoch = self._emit(r.register_broker(broker_id, next_offset, incarnation_id, endpoints, rack))
+        if epoch != next_offset:
+            raise AssertionError(f"registration record at {epoch}, expected {next_offset}")
+        self.sessions[broker_id] = now_ms + self.config.session_timeout_ms
+        return epoch
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
+                  want_shut_down: bool, committed_offset: int, now_ms: int) -> Heartbeat:
+        b = self.image.brokers.get(broker_id)
+        if b is None:
+            return Heartbeat(BROKER_ID_NOT_REGISTERED)
+        if b.epoch != broker_epoch:
+            return Heartbeat(STALE_BROKER_EPOCH)
+        self.sessions[broker_id] = now_ms + self.config.session_timeout_ms
+        caught_up = metadata_offset >= broker_epoch and committed_offset > broker_epoch
+        if want_shut_down:
+            if not b.in_controlled_shutdown:
+                self._emit(r.broker_state(broker_id, fenced=b.fenced, in_controlled_shutdown=True))
+                self._leave_isrs(broker_id)
+            led = any(p.leader == broker_id for t in self.image.topics.values() for p in t.partitions.values())
+            return Heartbeat(NONE, caught_up, self.image.brokers[broker_id].fenced, should_shut_down=not led)
+        if want_fence and not b.fenced:
+            self.fence(broker_id)
+        elif not want_fence and b.fenced and caught_up:
+            self._emit(r.broker_state(broker_id, fenced=False))
+            self._elect_leaderless(broker_id)
+        return Heartbeat(NONE, caught_up, self.image.brokers[broker_id].fenced)
+
+    def tick(self, now_ms: int) -> list[int]:
+        """Fence brokers whose session expired; the brokers fenced."""
+        expired = [b.id for b in self.image.brokers.values()
+                   if not b.fenced and self.sessions.get(b.id, 0) <= now_ms]
+        for broker_id in expired:
+            self.fence(broker_id)
+        return expired
+
+    def fence(self, broker_id: int) -> None:
+        self._emit(r.broker_state(broker_id, fenced=True))
+        self._leave_isrs(broker_id)
+
+    def _live(self, broker_id: int) -> bool:
+        b = self.image.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    def _pick_leader(self, replicas: Iterable[int], isr: Iterable[int], exclude: int = -1) -> int:
+        allowed = set(isr)
+        for b in replicas:
+            if b in allowed and b != exclude and self._live(b):
+                return b
+        return NO_LEADER
+
+    def _leave_isrs(self, broker_id: int) -> None:
+        """`broker_id` out of every ISR it is in (the last member stays, leaderless); leaders move."""
+        for t in list(self.image.topics.values()):
+            for p in list(t.partitions.values()):
+                if broker_id not in p.isr and p.leader != broker_id:
+                    continue
+                isr = [b for b in p.isr if b != broker_id] or list(p.isr)
+                leader = p.leader
+                if leader == broker_id or leader == NO_LEADER:
+                    leader = self._pick_leader(p.replicas, isr, exclude=broker_id)
+                if tuple(isr) == p.isr and leader == p.leader:
+                    continue
+                self._emit(r.partition_change(_sid(t.topic_id), p.partition,
+                                              isr=isr if tuple(isr) != p.isr else None,
+                                              leader=leader if leader != p.leader else None))
+
+    def _elect_leaderless(self, broker_id: int) -> None:
+        """A broker came back: partitions without a leader whose ISR holds it get one."""
+        for t in list(self.image.topics.values()):
+            for p in list(t.partitions.values()):
+                if p.leader == NO_LEADER and broker_id in p.isr:
+                    leader = self._pick_leader(p.replicas, p.isr)
+                    if leader != NO_LEADER:
+                        self._emit(r.partition_change(_sid(t.topic_id), p.partition, leader=leader))
+
+    # -- topics ---------------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                     assignments: dict[int, list[int]] | None = None, validate_only: bool = False) -> tuple[str, dict[int, list[int]]]:
+        """(topic id, replicas per partition); raises ControllerError."""
+        if name in self.image.topics:
+            raise ControllerError(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if assignments:
+            plan = self._check_assignments(assignments, 0)
+        else:
+            if partitions <= 0:
+                raise ControllerError(INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+            if replication_factor <= 0:
+                raise ControllerError(INVALID_REPLICATION_FACTOR,
+                                      "Replication factor must be larger than 0, or -1 to use the default value.")
+            try:
+                plan = place(self.image.live_brokers(), partitions, replication_factor, rng=self.rng)
+            except PlacementError as exc:
+                raise ControllerError(INVALID_REPLICATION_FACTOR, str(exc)) from None
+        topic_id = str(uuid.uuid4())
+        if validate_only:
+            return topic_id, plan
+        self._emit(r.topic(name, topic_id, configs))
+        for index, replicas in sorted(plan.items()):
+            self._emit(self._new_partition(topic_id, index, replicas))
+        return topic_id, plan
+
+    def _new_partition(self, topic_id: str, index: int, replicas: list[int]) -> dict:
+        isr = [b for b in replicas if self._live(b)]
+        leader = isr[0] if isr else NO_LEADER
+        return r.partition(topic_id, index, replicas, isr or list(replicas), leader)
+
+    def _check_assignments(self, assignments: dict[int, list[int]], first: int) -> dict[int, list[int]]:
+        indexes = sorted(assignments)
+        if indexes != list(range(first, first + len(indexes))):
+            raise ControllerError(INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered consecutively")
+        sizes = {len(v) for v in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
+                                  "All partitions in the manual partition assignment must have the same number of replicas.")
+        for index, replicas in assignments.items():
+            if len(set(replicas)) != len(replicas):
+                raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
+                                      f"The manual partition assignment includes the broker {replicas} more than once.")
+            for b in replicas:
+                if b not in self.image.brokers:
+                    raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
+                                          f"The manual partition assignment includes broker {b}, but no broker with "
+                                          f"that id is registered.")
+        return {i: list(v) for i, v in assignments.items()}
+
+    def delete_topic(self, name: str) -> str:
+        t = self.image.topics.get(name)
+        if t is None:
+            raise ControllerError(UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        self._emit(r.remove_topic(_sid(t.topic_id)))
+        return _sid(t.topic_id)
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                          validate_only: bool = False) -> None:
+        t = self.image.topics.get(name)
+        if t is None:
+            raise ControllerError(UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        have = len(t.partitions)
+        if count < have:
+            raise ControllerError(INVALID_PARTITIONS, f"The topic {name} currently has {have} partition(s); {count} "
+                                                      f"would not be an increase.")
+        if count == have:
+            raise ControllerError(INVALID_PARTITIONS, f"Topic already has {have} partition(s).")
+        rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+        if assignments is not None:
+            if len(assignments) != count - have:
+                raise ControllerError(INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {count - have} additional "
+                                      f"partition(s), but only {len(assignments)} assignment(s) were specified.")
+            plan = self._check_assignments({have + i: a for i, a in enumerate(assignments)}, have)
+        else:
+            try:
+                plan = place(self.image.live_brokers(), count - have, rf, start_partition=have, rng=self.rng)
+            except PlacementError as exc:
+                raise ControllerError(INVALID_REPLICATION_FACTOR, str(exc)) from None
+        if validate_only:
+            return
+        for index, replicas in sorted(plan.items()):
+            self._emit(self._new_partition(_sid(t.topic_id), index, replicas))
+
+    # -- partitions -----------------------------------------------------------------------------------
+    def alter_partition(self, broker_id: int, topic_id: bytes, partition: int, leader_epoch: int,
+                        partition_epoch: int, new_isr: list[tuple[int, int]]) -> PartitionInfo:
+        """The partition after the change; raises ControllerError with the partition's error."""
+        t = self.image.topic_by_id(topic_id)
+        if t is None:
+            raise ControllerError(UNKNOWN_TOPIC_ID)
+        p = t.partitions.get(partition)
+        if p is None:
+            raise ControllerError(UNKNOWN_TOPIC_OR_PARTITION)
+        if leader_epoch != p.leader_epoch:
+            raise ControllerError(FENCED_LEADER_EPOCH)
+        if broker_id != p.leader:
+            raise ControllerError(INVALID_REQUEST)
+        if partition_epoch != p.partition_epoch:
+            raise ControllerError(INVALID_UPDATE_VERSION)
+        isr = [b for b, _e in new_isr]
+        if not isr or p.leader not in isr or len(set(isr)) != len(isr):
+            raise ControllerError(INVALID_REQUEST)
+        for b, epoch in new_isr:
+            info = self.image.brokers.get(b)
+            if b not in p.replicas or info is None or info.fenced or info.in_controlled_shutdown \
+                    or (epoch != -1 and epoch != info.epoch):
+                raise ControllerError(INELIGIBLE_REPLICA)
+        if tuple(isr) != p.isr:
+            self._emit(r.partition_change(_sid(t.topic_id), partition, isr=isr))
+        return t.partitions[partition]
+
+    def elect_preferred(self, name: str, partition: int) -> int:
+        """Preferred leader election of one partition: the error code (0 when elected)."""
+        p = self.image.partition(name, partition)
+        if p is None:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        preferred = p.replicas[0] if p.replicas else NO_LEADER
+        if p.leader == preferred:
+            return ELECTION_NOT_NEEDED
+        if preferred not in p.isr or not self._live(preferred):
+            return PREFERRED_LEADER_NOT_AVAILABLE
+        t = self.image.topics[name]
+        self._emit(r.partition_change(_sid(t.topic_id), partition, leader=preferred))
+        return NONE
+
+    # -- producer ids ---------------------------------------------------------------------------------
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        b = self.image.brokers.get(broker_id)
+        if b is None:
+            raise ControllerError(BROKER_ID_NOT_REGISTERED)
+        if b.epoch != broker_epoch:
+            raise ControllerError(STALE_BROKER_EPOCH)
+        start = self.image.next_producer_id
+        self._emit(r.producer_ids(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK))
+        return start, PRODUCER_ID_BLOCK
+
+
+def _sid(topic_id: bytes) -> str:
+    return str(uuid.UUID(bytes=topic_id))

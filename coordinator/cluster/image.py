@@ -1,0 +1,189 @@
+"""The metadata image: the cluster as the committed metadata log describes it (Kafka's MetadataImage),
+built by applying records (records.py) in log order. Pure: no I/O, no clock.
+
+Invariants: `offset` is the quorum offset of the last record applied; applying the same log on every
+node gives the same image; a PartitionChange bumps partitionEpoch (and leaderEpoch when the leader
+changes); records naming unknown topics or brokers are ignored (they cannot occur in a valid log).
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import records as r
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    id: int
+    epoch: int
+    incarnation_id: str
+    endpoints: dict[str, tuple[str, int, str]]  # listener name -> (host, port, security protocol)
+    rack: str | None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    topic: str
+    topic_id: bytes  # 16 bytes
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int  # NO_LEADER (-1) when none
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: bytes
+    configs: dict[str, str] = field(default_factory=dict)
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self.topic_id)
+
+
+Change = tuple[str, int]  # (topic, partition)
+
+
+class MetadataImage:
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicImage] = {}
+        self.topics_by_id: dict[bytes, TopicImage] = {}
+        self.offset = -1
+        self.next_producer_id = 0
+        self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" = cluster default) -> configs
+
+    # -- queries ---------------------------------------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> PartitionInfo | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def topic_by_id(self, topic_id: bytes | str | uuid.UUID) -> TopicImage | None:
+        return self.topics_by_id.get(_id_bytes(topic_id))
+
+    def live_brokers(self) -> list[int]:
+        """Unfenced brokers not shutting down, by id: where replicas and leaders may go."""
+        return sorted(b.id for b in self.brokers.values() if not b.fenced and not b.in_controlled_shutdown)
+
+    def copy(self) -> "MetadataImage":
+        """An independent image (PartitionInfo/BrokerInfo are immutable, the containers are copied)."""
+        out = MetadataImage()
+        out.brokers = dict(self.brokers)
+        for name, t in self.topics.items():
+            nt = TopicImage(t.name, t.topic_id, dict(t.configs), dict(t.partitions))
+            out.topics[name] = nt
+            out.topics_by_id[nt.topic_id] = nt
+        out.offset, out.next_producer_id = self.offset, self.next_producer_id
+        out.broker_configs = {k: dict(v) for k, v in self.broker_configs.items()}
+        return out
+
+    # -- applying records -----------------------------------------------------------------------------
+    def apply(self, payload: Any, offset: int) -> tuple[list[Change], list[str]]:
+        """Apply one committed entry at `offset`; (changed partitions, deleted topic names)."""
+        self.offset = max(self.offset, offset)
+        if not isinstance(payload, dict):
+            return [], []
+        kind = payload.get("type")
+        handler = _APPLY.get(kind)
+        if handler is None:
+            return [], []
+        return handler(self, payload)
+
+    def _register_broker(self, p: dict) -> tuple[list[Change], list[str]]:
+        endpoints = {e["name"]: (e["host"], int(e["port"]), e.get("securityProtocol", "PLAINTEXT"))
+                     for e in p.get("endpoints", ())}
+        self.brokers[p["brokerId"]] = BrokerInfo(p["brokerId"], p["brokerEpoch"], p.get("incarnationId", ""),
+                                                 endpoints, p.get("rack"), bool(p.get("fenced", True)), False)
+        return [], []
+
+    def _broker_state(self, p: dict) -> tuple[list[Change], list[str]]:
+        b = self.brokers.get(p["brokerId"])
+        if b is not None:
+            self.brokers[b.id] = replace(b, fenced=bool(p.get("fenced", b.fenced)),
+                                         in_controlled_shutdown=bool(p.get("inControlledShutdown", False)))
+        return [], []
+
+    def _topic(self, p: dict) -> tuple[list[Change], list[str]]:
+        tid = _id_bytes(p["topicId"])
+        t = TopicImage(p["name"], tid, dict(p.get("configs") or {}))
+        self.topics[t.name] = t
+        self.topics_by_id[tid] = t
+        return [], []
+
+    def _partition(self, p: dict) -> tuple[list[Change], list[str]]:
+        t = self.topics_by_id.get(_id_bytes(p["topicId"]))
+        if t is None:
+            return [], []
+        info = PartitionInfo(t.name, t.topic_id, p["partition"], tuple(p["replicas"]), tuple(p["isr"]),
+                             p["leader"], p.get("leaderEpoch", 0), p.get("partitionEpoch", 0))
+        t.partitions[info.partition] = info
+        return [(t.name, info.partition)], []
+
+    def _partition_change(self, p: dict) -> tuple[list[Change], list[str]]:
+        t = self.topics_by_id.get(_id_bytes(p["topicId"]))
+        old = t.partitions.get(p["partition"]) if t is not None else None
+        if t is None or old is None:
+            return [], []
+        new = old
+        if "replicas" in p:
+            new = replace(new, replicas=tuple(p["replicas"]))
+        if "isr" in p:
+            new = replace(new, isr=tuple(p["isr"]))
+        if "leader" in p and p["leader"] != old.leader:
+            new = replace(new, leader=p["leader"], leader_epoch=old.leader_epoch + 1)
+        elif p.get("bumpLeaderEpoch"):
+            new = replace(new, leader_epoch=old.leader_epoch + 1)
+        new = replace(new, partition_epoch=old.partition_epoch + 1)
+        t.partitions[new.partition] = new
+        return [(t.name, new.partition)], []
+
+    def _remove_topic(self, p: dict) -> tuple[list[Change], list[str]]:
+        t = self.topics_by_id.pop(_id_bytes(p["topicId"]), None)
+        if t is None:
+            return [], []
+        if self.topics.get(t.name) is t:
+            del self.topics[t.name]
+        return [], [t.name]
+
+    def _producer_ids(self, p: dict) -> tuple[list[Change], list[str]]:
+        self.next_producer_id = max(self.next_producer_id, int(p["nextProducerId"]))
+        return [], []
+
+    def _config(self, p: dict) -> tuple[list[Change], list[str]]:
+        name, value = p["name"], p.get("value")
+        if p.get("resourceType") == r.TOPIC_RESOURCE:
+            t = self.topics.get(p["resourceName"])
+            if t is None:
+                return [], []
+            target = t.configs
+        else:
+            target = self.broker_configs.setdefault(p["resourceName"], {})
+        if value is None:
+            target.pop(name, None)
+        else:
+            target[name] = value
+        return [], []
+
+
+_APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.BROKER_STATE: MetadataImage._broker_state,
+          r.TOPIC: MetadataImage._topic, r.PARTITION: MetadataImage._partition,
+          r.PARTITION_CHANGE: MetadataImage._partition_change, r.REMOVE_TOPIC: MetadataImage._remove_topic,
+          r.PRODUCER_IDS: MetadataImage._producer_ids, r.CONFIG: MetadataImage._config}
+
+
+def _id_bytes(topic_id: bytes | str | uuid.UUID) -> bytes:
+    if isinstance(topic_id, bytes):
+        return topic_id
+    if isinstance(topic_id, uuid.UUID):
+        return topic_id.bytes
+    return uuid.UUID(topic_id).bytes

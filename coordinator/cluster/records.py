@@ -1,0 +1,71 @@
+"""Metadata record payloads: JSON dicts with a "type" and Kafka's record fields (camelCase), appended
+to the metadata quorum's log by the active controller and applied by every node (image.py).
+
+RegisterBroker's brokerEpoch is the quorum offset of the record itself. A PartitionChange carries only
+what changed; applying it bumps partitionEpoch, and leaderEpoch too when the leader changed.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+REGISTER_BROKER = "RegisterBroker"
+BROKER_STATE = "BrokerState"
+TOPIC = "Topic"
+PARTITION = "Partition"
+PARTITION_CHANGE = "PartitionChange"
+REMOVE_TOPIC = "RemoveTopic"
+PRODUCER_IDS = "ProducerIds"
+CONFIG = "Config"
+
+TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
+BROKER_RESOURCE = 4
+
+Record = dict[str, Any]
+
+
+def register_broker(broker_id: int, broker_epoch: int, incarnation_id: str,
+                    endpoints: Iterable[tuple[str, str, int, str]], rack: str | None) -> Record:
+    return {"type": REGISTER_BROKER, "brokerId": broker_id, "brokerEpoch": broker_epoch,
+            "incarnationId": incarnation_id, "rack": rack, "fenced": True,
+            "endpoints": [{"name": n, "host": h, "port": p, "securityProtocol": sp} for n, h, p, sp in endpoints]}
+
+
+def broker_state(broker_id: int, fenced: bool, in_controlled_shutdown: bool = False) -> Record:
+    return {"type": BROKER_STATE, "brokerId": broker_id, "fenced": fenced,
+            "inControlledShutdown": in_controlled_shutdown}
+
+
+def topic(name: str, topic_id: str, configs: dict[str, str] | None = None) -> Record:
+    return {"type": TOPIC, "name": name, "topicId": topic_id, "configs": dict(configs or {})}
+
+
+def partition(topic_id: str, index: int, replicas: list[int], isr: list[int], leader: int,
+              leader_epoch: int = 0, partition_epoch: int = 0) -> Record:
+    return {"type": PARTITION, "topicId": topic_id, "partition": index, "replicas": list(replicas),
+            "isr": list(isr), "leader": leader, "leaderEpoch": leader_epoch, "partitionEpoch": partition_epoch}
+
+
+def partition_change(topic_id: str, index: int, *, isr: list[int] | None = None, leader: int | None = None,
+                     replicas: list[int] | None = None) -> Record:
+    rec: Record = {"type": PARTITION_CHANGE, "topicId": topic_id, "partition": index}
+    if isr is not None:
+        rec["isr"] = list(isr)
+    if leader is not None:
+        rec["leader"] = leader
+    if replicas is not None:
+        rec["replicas"] = list(replicas)
+    return rec
+
+
+def remove_topic(topic_id: str) -> Record:
+    return {"type": REMOVE_TOPIC, "topicId": topic_id}
+
+
+def producer_ids(broker_id: int, broker_epoch: int, next_producer_id: int) -> Record:
+    return {"type": PRODUCER_IDS, "brokerId": broker_id, "brokerEpoch": broker_epoch,
+            "nextProducerId": next_producer_id}
+
+
+def config(resource_type: int, resource_name: str, name: str, value: str | None) -> Record:
+    return {"type": CONFIG, "resourceType": resource_type, "resourceName": resource_name, "name": name,
+            "value": value}

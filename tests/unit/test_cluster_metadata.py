@@ -1,0 +1,172 @@
+"""The metadata image, replica placement and the controller's decisions (coordinator/cluster/), pure."""
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from minikafka.coordinator.cluster import records as r
+from minikafka.coordinator.cluster.controller import (DUPLICATE_BROKER_REGISTRATION, FENCED_LEADER_EPOCH,
+                                                      INELIGIBLE_REPLICA, INVALID_REPLICATION_FACTOR,
+                                                      INVALID_UPDATE_VERSION, STALE_BROKER_EPOCH, Controller,
+                                                      ControllerConfig, ControllerError)
+from minikafka.coordinator.cluster.image import NO_LEADER, MetadataImage
+from minikafka.coordinator.cluster.placement import PlacementError, place
+
+
+class Log:
+    """A fake quorum log: records get consecutive offsets; `commit` applies them to a follower's image."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict] = []
+
+    def propose(self, record: dict) -> int:
+        self.entries.append(record)
+        return len(self.entries) - 1
+
+    def replay(self) -> MetadataImage:
+        image = MetadataImage()
+        for offset, rec in enumerate(self.entries):
+            image.apply(rec, offset)
+        return image
+
+
+def cluster(n: int = 3, session_ms: int = 1000):
+    log = Log()
+    c = Controller(MetadataImage(), log.propose, ControllerConfig(session_ms), 0, random.Random(1))
+    epochs = {}
+    for b in range(1, n + 1):
+        epochs[b] = c.register_broker(b, f"inc-{b}", [("PLAINTEXT", "h", 9000 + b, "PLAINTEXT")], None, 0,
+                                       len(log.entries))
+        c.heartbeat(b, epochs[b], epochs[b], False, False, len(log.entries), 0)
+    return c, log, epochs
+
+
+def test_placement_is_kafkas_rack_unaware_assignment():
+    # AdminUtils with fixed start index 0 over brokers 0..4, 10 partitions, RF 3 (Kafka's own unit test)
+    got = place([0, 1, 2, 3, 4], 10, 3, fixed_start=0)
+    assert got == {0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
+                   5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2]}
+    leaders = [v[0] for v in place([1, 2, 3], 6, 3, rng=random.Random(7)).values()]
+    assert sorted(leaders) == [1, 1, 2, 2, 3, 3]
+    with pytest.raises(PlacementError, match="only 2 broker"):
+        place([1, 2], 1, 3)
+
+
+def test_image_applies_records_and_bumps_epochs():
+    image = MetadataImage()
+    tid = str(uuid.uuid4())
+    image.apply(r.register_broker(1, 0, "a", [("PLAINTEXT", "h", 1, "PLAINTEXT")], "r1"), 0)
+    image.apply(r.topic("t", tid, {"cleanup.policy": "compact"}), 1)
+    changed, _ = image.apply(r.partition(tid, 0, [1, 2, 3], [1, 2, 3], 1), 2)
+    assert changed == [("t", 0)]
+    image.apply(r.partition_change(tid, 0, isr=[1, 2]), 3)
+    p = image.partition("t", 0)
+    assert (p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ((1, 2), 1, 0, 1)
+    image.apply(r.partition_change(tid, 0, leader=2, isr=[2]), 4)
+    p = image.partition("t", 0)
+    assert (p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ((2,), 2, 1, 2)
+    assert image.brokers[1].fenced and image.brokers[1].endpoints["PLAINTEXT"] == ("h", 1, "PLAINTEXT")
+    copy = image.copy()
+    _, deleted = image.apply(r.remove_topic(tid), 5)
+    assert deleted == ["t"] and image.partition("t", 0) is None and copy.partition("t", 0) is not None
+    assert image.offset == 5
+
+
+def test_registration_heartbeat_and_fencing_move_leaders_within_the_isr():
+    c, log, epochs = cluster()
+    assert all(not b.fenced for b in c.image.brokers.values())
+    tid, plan = c.create_topic("t", 3, 3, {})
+    assert all(len(set(v)) == 3 for v in plan.values())
+    img = c.image
+    victim = img.partition("t", 0).leader
+    # everyone heartbeats but the victim; its session expires
+    for b in epochs:
+        if b != victim:
+            c.heartbeat(b, epochs[b], 100, False, False, 100, 900)
+    assert c.tick(1500) == [victim]
+    for p in img.topics["t"].partitions.values():
+        assert victim not in p.isr and p.leader in p.isr and p.leader != victim
+    assert log.replay().topics["t"].partitions == img.topics["t"].partitions  # followers agree
+    # the victim comes back: registers (new epoch), catches up, is unfenced; not in the ISR until the leader asks
+    epoch = c.register_broker(victim, "inc-new", [("PLAINTEXT", "h", 1, "PLAINTEXT")], None, 2000, len(log.entries))
+    assert c.heartbeat(victim, epochs[victim], 0, False, False, 0, 2000).error == STALE_BROKER_EPOCH
+    hb = c.heartbeat(victim, epoch, epoch, False, False, epoch + 1, 2000)
+    assert not hb.is_fenced and hb.is_caught_up
+
+
+def test_a_live_session_refuses_another_incarnation():
+    c, log, epochs = cluster()
+    with pytest.raises(ControllerError) as e:
+        c.register_broker(1, "other", [], None, 10, len(log.entries))
+    assert e.value.code == DUPLICATE_BROKER_REGISTRATION
+
+
+def test_last_isr_member_stays_leaderless_then_leads_again():
+    c, log, epochs = cluster()
+    c.create_topic("one", 1, 1, {})
+    p = c.image.partition("one", 0)
+    c.fence(p.leader)
+    q = c.image.partition("one", 0)
+    assert q.leader == NO_LEADER and q.isr == p.isr and q.leader_epoch == p.leader_epoch + 1
+    epoch = c.register_broker(p.leader, "again", [], None, 0, len(log.entries))
+    c.heartbeat(p.leader, epoch, epoch, False, False, epoch + 1, 0)
+    assert c.image.partition("one", 0).leader == p.leader
+
+
+def test_alter_partition_checks_epochs_and_eligibility():
+    c, log, epochs = cluster()
+    tid, _ = c.create_topic("t", 1, 3, {})
+    p = c.image.partition("t", 0)
+    follower = [b for b in p.replicas if b != p.leader][0]
+    shrunk = [(b, epochs[b]) for b in p.isr if b != follower]
+    tb = uuid.UUID(tid).bytes
+
+    def err(**kw):
+        args = dict(broker_id=p.leader, topic_id=tb, partition=0, leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch, new_isr=shrunk) | kw
+        with pytest.raises(ControllerError) as e:
+            c.alter_partition(**args)
+        return e.value.code
+    assert err(leader_epoch=p.leader_epoch + 1) == FENCED_LEADER_EPOCH
+    assert err(partition_epoch=p.partition_epoch + 5) == INVALID_UPDATE_VERSION
+    assert err(new_isr=[*shrunk, (99, 0)]) == INELIGIBLE_REPLICA
+    q = c.alter_partition(p.leader, tb, 0, p.leader_epoch, p.partition_epoch, shrunk)
+    assert follower not in q.isr and q.partition_epoch == p.partition_epoch + 1 and q.leader_epoch == p.leader_epoch
+    assert err(partition_epoch=p.partition_epoch) == INVALID_UPDATE_VERSION  # stale update refused
+
+
+def test_rf_above_live_brokers_and_producer_id_blocks():
+    c, log, epochs = cluster(2)
+    with pytest.raises(ControllerError) as e:
+        c.create_topic("t", 1, 3, {})
+    assert e.value.code == INVALID_REPLICATION_FACTOR
+    assert c.allocate_producer_ids(1, epochs[1]) == (0, 1000)
+    assert c.allocate_producer_ids(2, epochs[2]) == (1000, 1000)
+    assert log.replay().next_producer_id == 2000
+
+
+def test_controlled_shutdown_moves_leadership_first():
+    c, log, epochs = cluster()
+    c.create_topic("t", 3, 3, {})
+    b = c.image.partition("t", 0).leader
+    hb = c.heartbeat(b, epochs[b], 100, False, True, 100, 0)
+    assert hb.should_shut_down
+    assert all(p.leader != b and b not in p.isr for p in c.image.topics["t"].partitions.values())
+
+
+def test_preferred_election():
+    c, log, epochs = cluster()
+    c.create_topic("t", 1, 3, {})
+    p = c.image.partition("t", 0)
+    assert c.elect_preferred("t", 0) == 84
+    c.fence(p.replicas[0])
+    epoch = c.register_broker(p.replicas[0], "x", [], None, 0, len(log.entries))
+    c.heartbeat(p.replicas[0], epoch, epoch, False, False, epoch + 1, 0)
+    assert c.elect_preferred("t", 0) == 80  # not back in the ISR yet
+    q = c.image.partition("t", 0)
+    tb = q.topic_id
+    c.alter_partition(q.leader, tb, 0, q.leader_epoch, q.partition_epoch,
+                      [(b, c.image.brokers[b].epoch) for b in (*q.isr, p.replicas[0])])
+    assert c.elect_preferred("t", 0) == 0 and c.image.partition("t", 0).leader == p.replicas[0]
