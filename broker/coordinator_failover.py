@@ -73,16 +73,14 @@ class CoordinatorFailover:
                                     self.state.replicas.leader_epoch)
 
     def start(self) -> None:
-        """Listen to leadership changes; partitions led already are loaded now."""
+        """Coordinators built before the replica manager existed are attached; then leadership changes
+        are followed (the replica manager announces the partitions led already at once)."""
+        groups_built, txns_built = self.state.coordinators_built()
+        if groups_built and self.state.groups.owned is None:
+            self.attach_groups(self.state.groups)
+        if txns_built and self.state.txns.txns.owned is None:
+            self.attach_txns(self.state.txns)
         self.state.replicas.add_leadership_listener(self.on_leader, self.on_follower)
-        image = self.state.cluster.image
-        for topic in (OFFSETS_TOPIC, TXN_TOPIC):
-            t = image.topics.get(topic)
-            if t is None:
-                continue
-            for p, info in t.partitions.items():
-                if info.leader == self.state.node_id and not self.state.replicas.leader_error(topic, p):
-                    self.on_leader(topic, p, self.state.replicas.leader_epoch(topic, p))
 
     def on_leader(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic == OFFSETS_TOPIC:
