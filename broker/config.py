@@ -162,6 +162,10 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.election.backoff.max.ms": "1000",
     "controller.quorum.request.timeout.ms": "2000",
     "controller.quorum.retry.backoff.ms": "20",
+    # a cluster's brokers (issue 16, broker/cluster/): heartbeats to the active controller, which fences
+    # a broker whose last heartbeat is older than the session timeout
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
 }
 
 # Kafka's ssl.* broker keys and defaults ("" is Kafka's null); per listener they can be given with the

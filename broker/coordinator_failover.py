@@ -187,7 +187,7 @@ class CoordinatorFailover:
         replication factor: FindCoordinator then answers COORDINATOR_NOT_AVAILABLE, as Kafka)."""
         from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
         cluster = self.state.cluster
-        if name in cluster.image.topics:
+        if name in cluster.image.topics and self.state.catalog.get(name) is not None:
             return
         if name == OFFSETS_TOPIC:
             partitions = int(self.state.config.get("offsets.topic.num.partitions"))
@@ -203,15 +203,13 @@ class CoordinatorFailover:
                                             configs=[T.CreatableTopicConfig(name=k, value=v)
                                                      for k, v in configs.items()])],
                                   timeout_ms=int(INTER_BROKER_TIMEOUT_S * 1000), validate_only=False)
-        resp = await cluster.controller_request(req, 5, CreateTopicsResponse)
-        code = resp.topics[0].error_code
-        if code and code != ke.TopicAlreadyExistsError.errno:
-            raise ke.for_code(code)(resp.topics[0].error_message or f"creating {name}")
-        for _ in range(int(INTER_BROKER_TIMEOUT_S / 0.05)):  # committed; applied here soon after
-            if name in cluster.image.topics:
-                return
-            await asyncio.sleep(0.05)
-        raise ke.CoordinatorNotAvailableError(f"{name} not in the metadata image yet")
+        if name not in cluster.image.topics:
+            resp = await cluster.controller_request(req, 5, CreateTopicsResponse, timeout_s=INTER_BROKER_TIMEOUT_S)
+            code = resp.topics[0].error_code
+            if code and code != ke.TopicAlreadyExistsError.errno:
+                raise ke.for_code(code)(resp.topics[0].error_message or f"creating {name}")
+        if not await cluster.wait_for_topic(name, INTER_BROKER_TIMEOUT_S):  # committed; applied here soon after
+            raise ke.CoordinatorNotAvailableError(f"{name} not in the local metadata yet")
 
     def close(self) -> None:
         for peer in self._peers.values():

@@ -64,6 +64,7 @@ API_TABLE: dict[int, ApiEntry] = {
     36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     37: ApiEntry("topics", 0, 3),  # CreatePartitions
     42: ApiEntry("delete_groups", 0, 2),
+    43: ApiEntry("elect_leaders", 0, 2),
     44: ApiEntry("configs", 0, 1),  # IncrementalAlterConfigs
     47: ApiEntry("offset_delete", 0, 0),
     48: ApiEntry("client_quotas", 0, 1),  # DescribeClientQuotas (always empty: no quotas)
@@ -86,11 +87,19 @@ API_TABLE: dict[int, ApiEntry] = {
 CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     1: ApiEntry("quorum", 13, 17),  # Fetch (the metadata log)
     18: ApiEntry("api_versions", 0, 4),
+    19: ApiEntry("controller", 2, 7),  # CreateTopics (forwarded by brokers; the active controller decides)
+    20: ApiEntry("controller", 1, 6),  # DeleteTopics
+    37: ApiEntry("controller", 0, 3),  # CreatePartitions
+    43: ApiEntry("controller", 0, 2),  # ElectLeaders
     52: ApiEntry("quorum", 0, 1),  # Vote
     53: ApiEntry("quorum", 0, 1),  # BeginQuorumEpoch
     54: ApiEntry("quorum", 0, 1),  # EndQuorumEpoch
     55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
+    56: ApiEntry("controller", 2, 3),  # AlterPartition (partition leaders' ISR changes)
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
+    62: ApiEntry("controller", 0, 4),  # BrokerRegistration
+    63: ApiEntry("controller", 0, 2),  # BrokerHeartbeat
+    67: ApiEntry("controller", 0, 0),  # AllocateProducerIds (KIP-730)
 }
 
 # Served on broker listeners too, but only by a node in a multi-node quorum: Kafka's brokers forward

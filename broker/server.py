@@ -108,6 +108,8 @@ class Broker:
         reg.start()
         if self.state.quorum is not None:
             self.state.quorum.start()
+        if self.state.cluster is not None:
+            self.state.cluster.start()
         self.state.start()  # coordinators start as they are built (warm_up builds those with state)
         if getattr(self.state, "cluster", None) is not None:  # a multi-node cluster: partition replication
             from .replication.replica_manager import ReplicaManager
@@ -147,6 +149,14 @@ class Broker:
             write_meta(config.log_dirs, config.node_id, cluster_id)
 
         state.quorum = QuorumDriver(config.node_id, config.quorum, config.log_dirs[0], state.cluster_id, agreed)
+        # the cluster metadata (issue 16): every node follows the image; the quorum leader is the controller
+        from ..coordinator.cluster.controller import ControllerConfig
+        from .cluster.active_controller import ActiveController
+        from .cluster.runtime import ClusterRuntime
+        state.cluster = ClusterRuntime(state, state.quorum)
+        state.cluster.active = ActiveController(
+            state.quorum, lambda: state.cluster.image,
+            ControllerConfig(session_timeout_ms=int(config.get("broker.session.timeout.ms"))))
 
     async def _start_admin(self) -> None:
         """The HTTP admin listener (broker/admin_http.py), first: a taken port fails start-up early."""
@@ -232,6 +242,12 @@ class Broker:
         self.ready = False
         if self.admin is not None:
             await self.admin.stop()
+        if self.state is not None and self.state.cluster is not None:
+            try:  # controlled shutdown: leadership moves away before this node goes
+                await self.state.cluster.controlled_shutdown()
+                await self.state.cluster.stop()
+            except Exception:
+                log.exception("cluster: controlled shutdown failed")
         if self.state is not None and self.state.quorum is not None:
             try:
                 await self.state.quorum.stop()

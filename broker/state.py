@@ -48,7 +48,9 @@ class BrokerState:
         self.cluster_id: str | None = ensure_meta(config.log_dirs, config.node_id, config.get("cluster.id"),
                                                   agreed=config.quorum is not None)
         self.quorum = None  # coordinator/quorum/driver.QuorumDriver in a multi-node quorum (broker/server.py)
-        # broker/replication/replica_manager.ReplicaManager on a multi-node cluster; None on a single node
+        # a multi-node cluster (issue 16): broker/cluster/runtime.ClusterRuntime (the metadata image, the
+        # controller) and the replica manager; both None on a single node
+        self.cluster = None
         self.replicas = None
         # dynamic broker configs are laid over the static ones before anything reads them
         self.dynamic_config = DynamicBrokerConfig(config, config.log_dirs[0])
@@ -210,6 +212,8 @@ class BrokerState:
         AutoTopicCreationManager does."""
         if not self.config.auto_create_topics:
             return None
+        if self.cluster is not None and name not in (OFFSETS_TOPIC, TXN_TOPIC):
+            return await self._auto_create_on_cluster(name)
         if name in (OFFSETS_TOPIC, TXN_TOPIC):
             try:
                 await self.ensure_internal_topic(name)
@@ -221,6 +225,31 @@ class BrokerState:
         except Exception as exc:
             log.info("auto-create of %r refused: %s", name, exc)
             return None
+
+    async def _auto_create_on_cluster(self, name: str) -> TopicInfo | None:
+        """A cluster: the active controller creates it (num.partitions, default.replication.factor; the
+        internal topics as their coordinators ask); this node's view once its metadata has it."""
+        from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+        from .cluster.runtime import ControllerUnavailableError
+        if name in (OFFSETS_TOPIC, TXN_TOPIC):
+            partitions = self.config.offsets_topic_partitions if name == OFFSETS_TOPIC else self.config.txn_state_partitions
+            rf = int(self.config.get("offsets.topic.replication.factor" if name == OFFSETS_TOPIC
+                                     else "transaction.state.log.replication.factor") or 1)
+        else:
+            partitions, rf = self.config.num_partitions, self.config.default_replication_factor
+        req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=rf, assignments=[], configs=[])],
+            timeout_ms=30000, validate_only=False)
+        try:
+            resp = await self.cluster.controller_request(req, 7, CreateTopicsResponse)
+        except ControllerUnavailableError:
+            return None
+        code = resp.topics[0].error_code
+        if code not in (0, 36):  # created, or TOPIC_ALREADY_EXISTS (a concurrent creation)
+            log.info("auto-create of %r refused by the controller: error %d", name, code)
+            return None
+        await self.cluster.wait_for_topic(name, 5.0)
+        return self.catalog.get(name)
 
     async def ensure_internal_topic(self, name: str) -> None:
         """Create `__consumer_offsets` / `__transaction_state` if missing, off the event loop (on a

@@ -131,6 +131,11 @@ class TopicInfo:
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    # on a cluster (issue 16): the partitions with a replica on this node; None = all of them (single node)
+    local: frozenset[int] | None = None
+
+    def is_local(self, partition: int) -> bool:
+        return 0 <= partition < self.partitions and (self.local is None or partition in self.local)
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -179,8 +184,9 @@ class TopicCatalog:
         if self._path.exists():
             data = json.loads(self._path.read_text())
             for t in data["topics"]:
+                local = t.get("local")
                 info = TopicInfo(t["name"], uuid.UUID(t["id"]), int(t["partitions"]), dict(t["configs"]),
-                                 bool(t.get("internal", False)))
+                                 bool(t.get("internal", False)), None if local is None else frozenset(local))
                 self._index(info)
                 self._persist[info.name] = self._record(info)
         self._logs.on_open = self._adopt
@@ -194,7 +200,7 @@ class TopicCatalog:
             self._adopt(plog)
         for info in self.topics.values():
             for p in range(info.partitions):
-                if not self._logs.has(info.name, p):
+                if info.is_local(p) and not self._logs.has(info.name, p):
                     self._on_log_open(self._logs.create(info.name, p, self.log_config(info), info.topic_id.bytes))
 
     def _topic_config(self, topic: str) -> LogConfig:
@@ -213,13 +219,16 @@ class TopicCatalog:
 
     def _listed(self, topic: str, partition: int) -> bool:
         info = self.topics.get(topic)
-        return info is not None and 0 <= partition < info.partitions
+        return info is not None and info.is_local(partition)
 
     @staticmethod
     def _record(info: TopicInfo, partitions: int | None = None) -> dict[str, Any]:
-        return {"name": info.name, "id": str(info.topic_id),
-                "partitions": info.partitions if partitions is None else partitions,
-                "configs": dict(info.configs), "internal": info.internal}
+        out = {"name": info.name, "id": str(info.topic_id),
+               "partitions": info.partitions if partitions is None else partitions,
+               "configs": dict(info.configs), "internal": info.internal}
+        if info.local is not None:
+            out["local"] = sorted(info.local)
+        return out
 
     def _snapshot(self) -> tuple[int, bytes]:
         self._save_seq += 1
@@ -507,6 +516,52 @@ class TopicCatalog:
         except (CatalogStoppedError, asyncio.CancelledError):
             pass  # the next start removes the rest
         log.info("deleted topic %s (%d partition(s))", name, info.partitions)
+
+    async def follow(self, name: str, topic_id: uuid.UUID, partitions: int, configs: Mapping[str, str],
+                     local: frozenset[int], internal: bool = False) -> None:
+        """A cluster node (issue 16): make the topic as the metadata image has it — this id, this many
+        partitions, these configs, logs for the `local` partitions (created with the topic id off the
+        event loop). A local topic of that name with another id (deleted and re-created while this
+        node was away) is deleted first. Idempotent; cheap when nothing changed."""
+        info = self.topics.get(name)
+        if info is not None and info.topic_id != topic_id:
+            await self.delete_async(name)
+            info = None
+        if info is not None and info.partitions == partitions and info.local == local \
+                and info.configs == dict(configs) and all(self._logs.has(name, p) for p in local):
+            return
+        self._check_running()
+        async with self._exclusive(name):
+            info = self.topics.get(name)
+            config = LogConfig.from_props(dict(configs), self._default_config)
+            missing = sorted(p for p in local if not self._logs.has(name, p))
+            plogs = await self._build(name, missing, config, topic_id.bytes) if missing else []
+            new = TopicInfo(name, topic_id, partitions, dict(configs), internal, frozenset(local))
+            self._persist[name] = self._record(new)
+            try:
+                await self._save_async()
+            except BaseException:
+                if info is not None:
+                    self._persist[name] = self._record(info)
+                else:
+                    self._persist.pop(name, None)
+                await self._abandon(plogs)
+                raise
+            for plog in plogs:
+                self._logs.register(plog)
+                self._on_log_open(plog)
+            if info is not None:
+                info.partitions, info.local, info.internal = partitions, frozenset(local), internal
+                if info.configs != dict(configs):
+                    info.configs = dict(configs)
+                    for p in local:
+                        plog = self._logs.opened(name, p)
+                        if plog is not None:
+                            plog.update_config(config)
+            else:
+                self._index(new)
+        if missing:
+            log.info("topic %s: %d local partition(s) created from the cluster metadata", name, len(missing))
 
     def close(self) -> None:
         """Shutdown: stop the worker between two partitions and abandon queued file work; operations

@@ -28,15 +28,26 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
                                                      "wanted an endpoint of type CONTROLLER",
                                        endpoint_type=endpoint_type,
                                        cluster_id=state.cluster_id or "", controller_id=-1, brokers=[])
-    broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=state.node_id, host=adv.host, port=adv.port,
-                                                           rack=None, is_fenced=False)
+    brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=state.node_id, host=adv.host, port=adv.port,
+                                                             rack=None, is_fenced=False)]
+    controller = state.node_id
+    if state.cluster is not None:  # the registered brokers (fenced ones too from v2 when asked), from the image
+        from ..cluster.views import controller_id
+        image = state.cluster.image
+        fenced_too = ctx.api_version >= 2 and getattr(req, "include_fenced_brokers", False)
+        brokers = [DescribeClusterResponse.DescribeClusterBroker(
+                       broker_id=b.id, host=b.endpoints[ctx.listener][0], port=b.endpoints[ctx.listener][1],
+                       rack=b.rack, is_fenced=b.fenced)
+                   for b in sorted(image.brokers.values(), key=lambda b: b.id)
+                   if ctx.listener in b.endpoints and (fenced_too or not b.fenced)]
+        controller = controller_id(image, state.quorum.node.leader, ctx.listener)
     ops = None  # as Kafka: DescribeCluster itself needs no ACL; the operations only with DESCRIBE
     if req.include_cluster_authorized_operations:
         ops = authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME) \
             if authorize_cluster(ctx, acl.DESCRIBE) else frozenset()
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                    endpoint_type=endpoint_type, cluster_id=state.cluster_id or "",
-                                   controller_id=state.node_id, brokers=[broker], authorized_operations=ops)
+                                   controller_id=controller, brokers=brokers, authorized_operations=ops)
 
 
 def _controllers(ctx: RequestContext, req: DescribeClusterRequest, endpoint_type: int) -> DescribeClusterResponse:

@@ -87,9 +87,16 @@ def _describe(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Descr
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         upper = min(info.partitions, start + remaining)
-        parts = [Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
-                           replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],
-                           offline_replicas=[]) for p in range(start, upper)]
+        if state.cluster is not None:  # a cluster: from the metadata image
+            from ..cluster.views import partition_view
+            views = [(p, partition_view(state.cluster.image, name, p, ctx.listener)) for p in range(start, upper)]
+            parts = [Partition(error_code=v.error, partition_index=p, leader_id=v.leader, leader_epoch=v.leader_epoch,
+                               replica_nodes=v.replicas, isr_nodes=v.isr, eligible_leader_replicas=[],
+                               last_known_elr=[], offline_replicas=v.offline) for p, v in views if v is not None]
+        else:
+            parts = [Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
+                               replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],
+                               offline_replicas=[]) for p in range(start, upper)]
         topics.append(Topic(error_code=0, name=name, topic_id=info.topic_id,
                             is_internal=info.internal or name in INTERNAL_TOPICS, partitions=parts,
                             topic_authorized_operations=TOPIC_OPS))

@@ -17,8 +17,19 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
 
 
-def topic_entry(state: BrokerState, info: TopicInfo) -> Topic:
+def topic_entry(state: BrokerState, info: TopicInfo, listener: str = "") -> Topic:
     node = state.node_id
+    if state.cluster is not None:  # a cluster: leaders, replicas, ISR from the metadata image
+        from ..cluster.views import partition_view
+        parts = []
+        for p in range(info.partitions):
+            view = partition_view(state.cluster.image, info.name, p, listener)
+            if view is not None:
+                parts.append(Partition(error_code=view.error, partition_index=p, leader_id=view.leader,
+                                       leader_epoch=view.leader_epoch, replica_nodes=view.replicas,
+                                       isr_nodes=view.isr, offline_replicas=view.offline))
+        return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+                     partitions=parts)
     parts = [Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
                        replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
              for p in range(info.partitions)]
@@ -30,7 +41,7 @@ def error_entry(code: int, name: str | None, topic_id=ZERO_UUID) -> Topic:
     return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
-async def resolve(state: BrokerState, name: str, auto_create: bool) -> Topic:
+async def resolve(state: BrokerState, name: str, auto_create: bool, listener: str = "") -> Topic:
     info = state.catalog.get(name)
     if info is None:
         try:
@@ -41,7 +52,7 @@ async def resolve(state: BrokerState, name: str, auto_create: bool) -> Topic:
             info = await state.auto_create_async(name)
         if info is None:
             return error_entry(ke.UnknownTopicOrPartitionError.errno, name)
-    return topic_entry(state, info)
+    return topic_entry(state, info, listener)
 
 
 def _may_create(ctx: RequestContext, name: str) -> bool:
@@ -69,7 +80,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         if auth is not None:  # topics the principal may not DESCRIBE are left out
             visible = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, [i.name for i in infos])
             infos = [i for i in infos if i.name in visible]
-        topics = [topic_entry(state, info) for info in infos]
+        topics = [topic_entry(state, info, ctx.listener) for info in infos]
     else:
         topics = []
         for t in req.topics:
@@ -79,7 +90,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                     # topic ids are not secret: Kafka answers TOPIC_AUTHORIZATION_FAILED with the id
                     denied.append(error_entry(ke.TopicAuthorizationFailedError.errno, None, t.topic_id))
                     continue
-                topics.append(topic_entry(state, info) if info is not None
+                topics.append(topic_entry(state, info, ctx.listener) if info is not None
                               else error_entry(ke.UnknownTopicIdError.errno, None, t.topic_id))
             elif not authorize(ctx, acl.DESCRIBE, acl.TOPIC, t.name):
                 # the same answer whether the topic exists or not: its existence is not disclosed
@@ -88,7 +99,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                   and state.catalog.get(t.name) is None and not _may_create(ctx, t.name)):
                 denied.append(error_entry(ke.TopicAuthorizationFailedError.errno, t.name))
             else:
-                topics.append(await resolve(state, t.name, auto_create))
+                topics.append(await resolve(state, t.name, auto_create, ctx.listener))
     if v >= 8 and req.include_topic_authorized_operations:
         for t in topics:  # every topic of the answer, errors included (as Kafka)
             if t.name is not None:
@@ -103,5 +114,12 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     adv = state.advertised_for(ctx.listener)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=state.node_id, host=adv.host, port=adv.port,
                                                         rack=None)]
+    controller = state.node_id
+    if state.cluster is not None:
+        from ..cluster.views import alive_brokers, controller_id
+        image = state.cluster.image
+        brokers = [MetadataResponse.MetadataResponseBroker(node_id=i, host=h, port=p, rack=rack)
+                   for i, h, p, rack in alive_brokers(image, ctx.listener)]
+        controller = controller_id(image, state.quorum.node.leader, ctx.listener)
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
-                            controller_id=state.node_id, topics=topics, authorized_operations=cluster_ops)
+                            controller_id=controller, topics=topics, authorized_operations=cluster_ops)

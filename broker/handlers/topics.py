@@ -11,6 +11,7 @@ UNKNOWN_SERVER_ERROR (Kafka's controller lets the BoundedListTooLongException th
 """
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 import kafka.errors as ke
@@ -155,6 +156,8 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
 
     if sum(_requested_partitions(state, t) for _i, t in unique) > bound:
         return refuse_all(TOO_MANY_PARTITIONS)
+    if state.cluster is not None:  # a cluster: the active controller decides (placement, records)
+        return await _create_on_cluster(ctx, req, unique, results, describable)
     plans = []
     records = 0
     for i, t in unique:
@@ -179,6 +182,73 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         results[i] = _created(state, t.name, info.topic_id, partitions, rf, info.configs)
         _hide_configs(results[i], describable)
     return CreateTopicsResponse(throttle_time_ms=0, topics=[results[i] for i in sorted(results)])
+
+
+async def _create_on_cluster(ctx: RequestContext, req: CreateTopicsRequest, unique: list, results: dict,
+                             describable: set[str] | None) -> CreateTopicsResponse:
+    """Forward the topics to the active controller; once created, wait (bounded) until this node's
+    metadata has them, so that the client's next Metadata request here finds them."""
+    from ..cluster.runtime import ControllerUnavailableError
+    state = ctx.broker
+    if unique:
+        forward = CreateTopicsRequest(topics=[t for _i, t in unique], timeout_ms=req.timeout_ms,
+                                      validate_only=req.validate_only)
+        try:
+            resp = await state.cluster.controller_request(forward, ctx.api_version, CreateTopicsResponse,
+                                                          not_controller=_all_not_controller)
+            answered = {r.name: r for r in resp.topics}
+        except ControllerUnavailableError:
+            answered = {}
+        for i, t in unique:
+            r = answered.get(t.name) or _topic_error(t.name, ke.RequestTimedOutError.errno,
+                                                     "No active controller answered in time.")
+            if r.error_code == 0 and not req.validate_only:
+                await state.cluster.wait_for_topic(t.name, max(min(req.timeout_ms, 30000), 0) / 1000 or 5.0)
+            _hide_configs(r, describable)
+            results[i] = r
+    return CreateTopicsResponse(throttle_time_ms=0, topics=[results[i] for i in sorted(results)])
+
+
+def _all_not_controller(resp) -> bool:
+    items = getattr(resp, "topics", None) or getattr(resp, "responses", None) or getattr(resp, "results", None) or []
+    return bool(items) and all(r.error_code == NOT_CONTROLLER for r in items)
+
+
+NOT_CONTROLLER = 41
+
+
+async def _delete_on_cluster(state: BrokerState, name: str) -> tuple[int, str | None, object]:
+    """(error code, message, topic id) of deleting `name` through the active controller."""
+    from ..cluster.runtime import ControllerUnavailableError
+    req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=ZERO_UUID)],
+                              timeout_ms=30000)
+    try:
+        resp = await state.cluster.controller_request(req, 6, DeleteTopicsResponse, not_controller=_all_not_controller)
+    except ControllerUnavailableError:
+        return ke.RequestTimedOutError.errno, "No active controller answered in time.", ZERO_UUID
+    r = resp.responses[0]
+    if r.error_code == 0:
+        await state.cluster.wait_for_topic(name, 5.0, present=False)
+    return r.error_code, r.error_message, r.topic_id
+
+
+async def _create_partitions_on_cluster(state: BrokerState, t, validate_only: bool) -> tuple[int, str | None]:
+    from ..cluster.runtime import ControllerUnavailableError
+    req = CreatePartitionsRequest(topics=[t], timeout_ms=30000, validate_only=validate_only)
+    try:
+        resp = await state.cluster.controller_request(req, 3, CreatePartitionsResponse,
+                                                      not_controller=_all_not_controller)
+    except ControllerUnavailableError:
+        return ke.RequestTimedOutError.errno, "No active controller answered in time."
+    r = resp.results[0]
+    if r.error_code == 0 and not validate_only:
+        deadline = asyncio.get_running_loop().time() + 5.0
+        while asyncio.get_running_loop().time() < deadline:
+            info = state.catalog.get(t.name)
+            if info is not None and info.partitions >= t.count:
+                break
+            await asyncio.sleep(0.05)
+    return r.error_code, r.error_message
 
 
 @handles(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6)
@@ -212,6 +282,11 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
         if not state.config.delete_topic_enable:
             results.append(DeletableTopicResult(name=name, topic_id=topic_id,
                                                 error_code=ke.TopicDeletionDisabledError.errno, error_message=None))
+            continue
+        if state.cluster is not None:
+            code, message, tid = await _delete_on_cluster(state, name)
+            results.append(DeletableTopicResult(name=name, topic_id=tid if code == 0 else topic_id, error_code=code,
+                                                error_message=message))
             continue
         try:
             info = await state.catalog.delete_async(name)
@@ -254,6 +329,10 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
                                                             f"[{state.node_id}] on a single broker")
             state.catalog.check_batch(t.count - info.partitions, added)
 
+        if state.cluster is not None:
+            code, message = await _create_partitions_on_cluster(state, t, req.validate_only)
+            results.append(CreatePartitionsResult(name=t.name, error_code=code, error_message=message))
+            continue
         try:
             info = state.catalog.check_add_partitions(t.name, t.count)
             new = t.count - info.partitions

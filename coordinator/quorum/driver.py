@@ -24,7 +24,7 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import wire
 from .peer import PeerClient, PeerError
@@ -81,6 +81,11 @@ class QuorumDriver:
         self.follower_state: dict[int, tuple[int, int, int]] = {}
         # leader: the high watermark each follower was last answered (a fetch with nothing newer long-polls)
         self.told_high_watermark: dict[int, int] = {}
+        # cluster metadata (issue 16): `on_commit([(offset, payload), ...])` gets every committed entry once,
+        # in order; each of `step_listeners` runs after every step of the core (role, epoch, commit changes)
+        self.on_commit: Callable[[list[tuple[int, Any]]], None] | None = None
+        self.step_listeners: list[Callable[[], None]] = []
+        self._in_step = False
 
     # -- life cycle -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -162,6 +167,27 @@ class QuorumDriver:
             if self._changed is not None and not self._changed.done():
                 self._changed.set_result(None)
             self._changed = None
+        if self.step_listeners and not self._in_step:
+            self._in_step = True
+            try:
+                for listener in self.step_listeners:
+                    try:
+                        listener()
+                    except Exception:
+                        log.exception("metadata quorum: step listener failed")
+            finally:
+                self._in_step = False
+
+    def propose(self, payloads: list[Any]) -> list[int] | None:
+        """Leader only: append `payloads` to the log (offsets in order), or None if not the leader."""
+        offsets = []
+        for payload in payloads:
+            offset = self.node.propose(payload)
+            if offset is None:
+                return None
+            offsets.append(offset)
+        self._after_step()
+        return offsets
 
     async def wait_for_change(self, timeout_s: float) -> bool:
         """Wait until the log end, high watermark, epoch or role changes (True) or `timeout_s` passes."""
@@ -175,6 +201,7 @@ class QuorumDriver:
 
     def _apply_committed(self) -> None:
         node = self.node
+        start = self._applied
         while self._applied < node.high_watermark:
             payload = node.log.entries[self._applied].payload
             self._applied += 1
@@ -188,6 +215,11 @@ class QuorumDriver:
                 elif agreed != self.cluster_id:
                     log.error("metadata quorum: the quorum's cluster id is %s but this node's is %s", agreed,
                               self.cluster_id)
+        if self.on_commit is not None and self._applied > start:
+            try:
+                self.on_commit([(o, node.log.entries[o].payload) for o in range(start, self._applied)])
+            except Exception:
+                log.exception("metadata quorum: applying committed entries %d..%d failed", start, self._applied - 1)
 
     async def _tick_loop(self) -> None:
         """Tick the core when it has something to do (`next_wakeup`), or after any step that may have

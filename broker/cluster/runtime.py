@@ -1,0 +1,298 @@
+"""`state.cluster` on a node of a multi-node cluster: the metadata image this node follows, its
+registration with the active controller, and requests to that controller.
+
+* **Image.** Every committed entry of the metadata log is applied in order (QuorumDriver.on_commit)
+  to `image`. After each run of entries, the local partition directories are made to follow it (a
+  partition with a replica on this node gets its log, created with the topic id; a removed topic's
+  logs go) and only then are the listeners told: `fn(image, changed, deleted_topics)` on the event
+  loop, in commit order, one run at a time.
+* **Lifecycle** (Kafka's BrokerLifecycleManager): register with the active controller (BrokerRegistration
+  over the CONTROLLER listener) once the cluster id is agreed, heartbeat every
+  broker.heartbeat.interval.ms; re-register on STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED. On
+  shutdown, heartbeats ask wantShutDown until the controller answers shouldShutDown (leadership moved
+  away) or a bound passes.
+* **Controller requests** go to the quorum leader's controller endpoint and are retried on
+  NOT_CONTROLLER or a lost connection until the leader answers or the timeout passes.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Callable
+
+from ...coordinator.cluster.image import MetadataImage
+from ...coordinator.quorum.peer import PeerClient, PeerError
+
+if TYPE_CHECKING:
+    from ...coordinator.quorum.driver import QuorumDriver
+    from ..state import BrokerState
+    from .active_controller import ActiveController
+
+log = logging.getLogger(__name__)
+
+NOT_CONTROLLER = 41
+STALE_BROKER_EPOCH = 77
+DUPLICATE_BROKER_REGISTRATION = 101
+BROKER_ID_NOT_REGISTERED = 102
+REGISTRATION_VERSION = 4
+HEARTBEAT_VERSION = 1
+SHUTDOWN_WAIT_S = 5.0
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
+
+Listener = Callable[[MetadataImage, list[tuple[str, int]], list[str]], Any]
+
+
+class ControllerUnavailableError(Exception):
+    """No active controller answered in time."""
+
+
+def _top_level_not_controller(resp: Any) -> bool:
+    return getattr(resp, "error_code", 0) == NOT_CONTROLLER
+
+
+class ClusterRuntime:
+    def __init__(self, state: "BrokerState", driver: "QuorumDriver") -> None:
+        self.state = state
+        self.driver = driver
+        self.node_id = state.node_id
+        config = state.config
+        self.image = MetadataImage()
+        self.active: ActiveController | None = None  # set by broker/server.py (every voter may become it)
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self.caught_up_once = asyncio.Event()
+        self.heartbeat_interval_s = int(config.get("broker.heartbeat.interval.ms") or 2000) / 1000
+        self.request_timeout_s = max(driver.quorum.request_timeout_ms / 1000, 1.0)
+        self.controller_timeout_s = 30.0
+        names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
+        configured = (config.props.get("inter.broker.listener.name") or "").strip().upper()
+        self.inter_broker_listener: str = configured if configured in names else names[0]
+        self._listeners: list[Listener] = []
+        self._pending_changed: dict[tuple[str, int], None] = {}
+        self._pending_deleted: dict[str, None] = {}
+        self._dirty: dict[str, None] = {}
+        self._flush_task: asyncio.Task | None = None
+        self._clients: dict[tuple[int, str], PeerClient] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._want_shut_down = False
+        self._should_shut_down = asyncio.Event()
+        self._applied_event = asyncio.Event()
+        driver.on_commit = self._on_commit
+
+    # -- the image --------------------------------------------------------------------------------------
+    def add_listener(self, fn: Listener) -> None:
+        self._listeners.append(fn)
+
+    @property
+    def controller_id(self) -> int:
+        leader = self.driver.node.leader
+        return -1 if leader is None else leader
+
+    def _on_commit(self, entries: list[tuple[int, Any]]) -> None:
+        for offset, payload in entries:
+            changed, deleted = self.image.apply(payload, offset)
+            for tp in changed:
+                self._pending_changed[tp] = None
+                self._dirty[tp[0]] = None
+            for name in deleted:
+                self._pending_deleted[name] = None
+                self._dirty[name] = None
+            if isinstance(payload, dict) and payload.get("type") in ("Topic", "Config"):
+                name = payload.get("name") if payload.get("type") == "Topic" else payload.get("resourceName")
+                if name:
+                    self._dirty[name] = None
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush(), name="cluster-image-flush")
+
+    async def _flush(self) -> None:
+        """Local partitions follow the image, then the listeners are told (repeated while more arrives)."""
+        while self._dirty or self._pending_changed or self._pending_deleted:
+            dirty, self._dirty = list(self._dirty), {}
+            changed, self._pending_changed = list(self._pending_changed), {}
+            deleted, self._pending_deleted = list(self._pending_deleted), {}
+            for name in dirty:
+                try:
+                    await self._follow(name)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("cluster: making local partitions of %s follow the metadata failed", name)
+            for fn in list(self._listeners):
+                try:
+                    result = fn(self.image, changed, deleted)
+                    if asyncio.iscoroutine(result):
+                        await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("cluster: metadata listener %r failed", fn)
+            self._applied_event.set()
+            self._applied_event = asyncio.Event()
+
+    async def _follow(self, name: str) -> None:
+        catalog = self.state.catalog
+        topic = self.image.topics.get(name)
+        if topic is None:
+            if catalog.get(name) is not None:
+                await catalog.delete_async(name)
+            return
+        local = frozenset(p.partition for p in topic.partitions.values() if self.node_id in p.replicas)
+        await catalog.follow(name, topic.uuid, len(topic.partitions), topic.configs, local,
+                             internal=name in INTERNAL_TOPICS)
+
+    async def _remove_strays(self) -> None:
+        """Once caught up: local topics the metadata does not know (deleted while this node was away) go."""
+        catalog = self.state.catalog
+        for name, info in list(catalog.topics.items()):
+            topic = self.image.topics.get(name)
+            if topic is None or topic.topic_id != info.topic_id.bytes:
+                log.info("cluster: removing local topic %s: not in the cluster metadata", name)
+                self._dirty[name] = None
+        if self._dirty and (self._flush_task is None or self._flush_task.done()):
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush(), name="cluster-image-flush")
+
+    async def wait_for_topic(self, name: str, timeout_s: float, present: bool = True) -> bool:
+        """Wait until the local view has (or no longer has) topic `name`."""
+        deadline = time.monotonic() + timeout_s
+        while (self.state.catalog.get(name) is not None) != present or \
+                (present and name not in self.image.topics):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._applied_event.wait(), min(left, 0.1))
+            except asyncio.TimeoutError:
+                pass
+        return True
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(self._lifecycle(), name="broker-lifecycle"))
+
+    async def controlled_shutdown(self, timeout_s: float | None = None) -> bool:
+        """Ask the controller to move leadership away (heartbeat wantShutDown) and wait for its
+        shouldShutDown, at most `timeout_s` (default: a few heartbeats, at most SHUTDOWN_WAIT_S); True
+        if it came."""
+        if self.broker_epoch < 0 or not self._tasks or self._tasks[0].done():
+            return False
+        if timeout_s is None:
+            timeout_s = min(SHUTDOWN_WAIT_S, 4 * self.heartbeat_interval_s + 0.5)
+        self._want_shut_down = True
+        try:
+            await asyncio.wait_for(self._should_shut_down.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            log.warning("cluster: no shouldShutDown from the controller within %.0f s", timeout_s)
+            return False
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+        if self.active is not None:
+            await self.active.stop()
+        for client in self._clients.values():
+            client.close()
+
+    def _endpoints(self) -> list[tuple[str, str, int, str]]:
+        config = self.state.config
+        out = []
+        for listener in config.listeners:
+            if listener.name in config.controller_listener_names:
+                continue
+            adv = self.state.advertised_for(listener.name)
+            out.append((listener.name, adv.host, adv.port, config.security_protocols.get(listener.name, "PLAINTEXT")))
+        return out
+
+    async def _register(self) -> None:
+        from ...protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
+        while self.state.cluster_id is None:
+            await asyncio.sleep(0.05)
+        rack = (self.state.config.props.get("broker.rack") or "").strip() or None
+        L = BrokerRegistrationRequest.Listener
+        while True:
+            req = BrokerRegistrationRequest(
+                broker_id=self.node_id, cluster_id=self.state.cluster_id, incarnation_id=self.incarnation_id,
+                listeners=[L(name=n, host=h, port=p, security_protocol=SECURITY_PROTOCOL_IDS.get(sp, 0))
+                           for n, h, p, sp in self._endpoints()],
+                features=[], rack=rack, is_migrating_zk_broker=False, log_dirs=[], previous_broker_epoch=-1)
+            try:
+                resp = await self.controller_request(req, REGISTRATION_VERSION, BrokerRegistrationResponse,
+                                                     channel="lifecycle")
+            except ControllerUnavailableError:
+                continue
+            if resp.error_code == 0:
+                self.broker_epoch = resp.broker_epoch
+                log.info("cluster: registered as broker %d with epoch %d", self.node_id, self.broker_epoch)
+                return
+            log.info("cluster: registration refused with error %d; retrying", resp.error_code)
+            await asyncio.sleep(self.heartbeat_interval_s / 2)
+
+    async def _lifecycle(self) -> None:
+        from ...protocol.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+        await self._register()
+        while True:
+            req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                                         current_metadata_offset=self.image.offset, want_fence=False,
+                                         want_shut_down=self._want_shut_down, offline_log_dirs=[])
+            try:
+                resp = await self.controller_request(req, HEARTBEAT_VERSION, BrokerHeartbeatResponse,
+                                                     channel="lifecycle", timeout_s=self.heartbeat_interval_s * 2)
+            except ControllerUnavailableError:
+                continue
+            if resp.error_code in (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED):
+                log.info("cluster: heartbeat refused with error %d; registering again", resp.error_code)
+                self.fenced = True
+                await self._register()
+                continue
+            if resp.error_code == 0:
+                if self.fenced != resp.is_fenced:
+                    log.info("cluster: broker %d is %s", self.node_id, "fenced" if resp.is_fenced else "unfenced")
+                self.fenced = resp.is_fenced
+                if not resp.is_fenced and not self.caught_up_once.is_set():
+                    self.caught_up_once.set()
+                    await self._remove_strays()
+                if self._want_shut_down and resp.should_shut_down:
+                    self._should_shut_down.set()
+                    return
+            # faster while waiting to be unfenced or to shut down (Kafka: the same)
+            await asyncio.sleep(self.heartbeat_interval_s / 10 if self.fenced or self._want_shut_down
+                                else self.heartbeat_interval_s)
+
+    # -- requests to the active controller ---------------------------------------------------------------
+    def _client(self, node: int, channel: str) -> PeerClient:
+        client = self._clients.get((node, channel))
+        if client is None:
+            host, port = self.driver.quorum.voters[node]
+            client = self._clients[(node, channel)] = PeerClient(
+                node, host, port, f"broker-{self.node_id}-{channel}", self.request_timeout_s * 5,
+                self.driver.quorum.retry_backoff_ms / 1000)
+        return client
+
+    async def controller_request(self, req: Any, version: int, resp_cls: type,
+                                 not_controller: Callable[[Any], bool] = _top_level_not_controller,
+                                 timeout_s: float | None = None, channel: str = "requests") -> Any:
+        """`req` answered by the active controller (retried on NOT_CONTROLLER, a lost connection or no
+        known leader); ControllerUnavailableError when `timeout_s` (default 30 s) passes first."""
+        deadline = time.monotonic() + (self.controller_timeout_s if timeout_s is None else timeout_s)
+        backoff = 0.02
+        while True:
+            leader = self.driver.node.leader
+            if leader is not None:
+                try:
+                    resp = await self._client(leader, channel).request(req, version, resp_cls)
+                    resp._header = None
+                    if not not_controller(resp):
+                        return resp
+                except PeerError as exc:
+                    log.debug("cluster: controller request to node %d failed: %s", leader, exc)
+            if time.monotonic() + backoff >= deadline:
+                raise ControllerUnavailableError(f"no active controller answered within the timeout")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 0.5)

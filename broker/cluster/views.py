@@ -1,0 +1,70 @@
+"""What handlers answer about brokers and partitions on a cluster, from the metadata image (Kafka's
+KRaftMetadataCache): alive brokers are the registered, unfenced ones; a partition's offline replicas
+are those on brokers that are not alive; a leader without an endpoint on the client's listener is
+answered as LEADER_NOT_AVAILABLE with leader -1."""
+from __future__ import annotations
+
+import random
+from typing import NamedTuple
+
+from ...coordinator.cluster.image import MetadataImage
+
+LEADER_NOT_AVAILABLE = 5
+
+
+class PartitionView(NamedTuple):
+    error: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+def alive_brokers(image: MetadataImage, listener: str) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of the unfenced brokers with an endpoint on `listener`, by id."""
+    out = []
+    for b in sorted(image.brokers.values(), key=lambda b: b.id):
+        ep = b.endpoints.get(listener)
+        if ep is not None and not b.fenced:
+            out.append((b.id, ep[0], ep[1], b.rack))
+    return out
+
+
+def endpoint(image: MetadataImage, broker_id: int, listener: str) -> tuple[str, int] | None:
+    """The alive broker's (host, port) on `listener`, else None."""
+    b = image.brokers.get(broker_id)
+    if b is None or b.fenced:
+        return None
+    ep = b.endpoints.get(listener)
+    return None if ep is None else (ep[0], ep[1])
+
+
+def partition_view(image: MetadataImage, topic: str, partition: int, listener: str) -> PartitionView | None:
+    p = image.partition(topic, partition)
+    if p is None:
+        return None
+    alive = {b.id for b in image.brokers.values() if not b.fenced}
+    offline = [r for r in p.replicas if r not in alive]
+    leader, error = p.leader, 0
+    if endpoint(image, leader, listener) is None:
+        leader, error = -1, LEADER_NOT_AVAILABLE
+    return PartitionView(error, leader, p.leader_epoch, list(p.replicas), list(p.isr), offline)
+
+
+def leader_endpoint(image: MetadataImage, topic: str, partition: int, listener: str) -> tuple[int, str, int] | None:
+    """(leader id, host, port) of the partition's leader on `listener` (FindCoordinator), else None."""
+    p = image.partition(topic, partition)
+    if p is None or p.leader < 0:
+        return None
+    ep = endpoint(image, p.leader, listener)
+    return None if ep is None else (p.leader, ep[0], ep[1])
+
+
+def controller_id(image: MetadataImage, quorum_leader: int | None, listener: str) -> int:
+    """What Metadata/DescribeCluster name as controller: the active controller when it is an alive
+    broker (combined mode), else an alive broker (Kafka's brokers name a random one), else -1."""
+    alive = [b[0] for b in alive_brokers(image, listener)]
+    if quorum_leader is not None and quorum_leader in alive:
+        return quorum_leader
+    return random.choice(alive) if alive else -1

@@ -1,0 +1,320 @@
+"""The active controller's RPCs on the CONTROLLER listener (issue 16, KRaft combined mode):
+BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, and the topic changes
+brokers forward (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders).
+
+Each decision is made by coordinator/cluster/controller.py over the controller's image and answered
+only once its records are committed (broker/cluster/active_controller.py). A node that is not the
+active controller answers NOT_CONTROLLER (brokers retry at the new one).
+"""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+
+from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+                                  CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+                                  ElectLeadersRequest, ElectLeadersResponse)
+
+from ...coordinator.cluster.controller import ControllerError
+from ...protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
+                                  AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
+                                  BrokerRegistrationRequest, BrokerRegistrationResponse)
+from ..context import RequestContext
+from ..registry import handles
+from ..topic_catalog import InvalidTopicNameError, validate_topic_name
+
+NOT_CONTROLLER = 41
+INVALID_REQUEST = 42
+REQUEST_TIMED_OUT = 7
+INCONSISTENT_CLUSTER_ID = 104
+STALE_BROKER_EPOCH = 77
+BROKER_ID_NOT_REGISTERED = 102
+INVALID_TOPIC = 17
+INVALID_CONFIG = 40
+UNKNOWN_TOPIC_ID = 100
+METADATA_TOPIC = "__cluster_metadata"
+COMMIT_TIMEOUT_S = 30.0
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _active(ctx: RequestContext):
+    cluster = getattr(ctx.broker, "cluster", None)
+    return None if cluster is None else cluster.active
+
+
+async def _run(ctx: RequestContext, fn):
+    """(result, error code): `fn(controller)` committed; NOT_CONTROLLER / REQUEST_TIMED_OUT otherwise."""
+    from ..cluster.active_controller import NotControllerError
+    active = _active(ctx)
+    if active is None:
+        return None, NOT_CONTROLLER
+    try:
+        return await active.run(fn, COMMIT_TIMEOUT_S), 0
+    except NotControllerError:
+        return None, NOT_CONTROLLER
+    except asyncio.TimeoutError:
+        return None, REQUEST_TIMED_OUT
+
+
+def _now_ms() -> int:
+    import time
+    return int(time.monotonic() * 1000)
+
+
+# -- brokers ------------------------------------------------------------------------------------------
+@handles(BrokerRegistrationRequest, BrokerRegistrationResponse, 0, 4, controller=True)
+async def handle_broker_registration(ctx: RequestContext, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+    from ..cluster.runtime import SECURITY_PROTOCOL_NAMES
+
+    def answer(code: int, epoch: int = -1) -> BrokerRegistrationResponse:
+        return BrokerRegistrationResponse(throttle_time_ms=0, error_code=code, broker_epoch=epoch)
+    active = _active(ctx)
+    if active is None:
+        return answer(NOT_CONTROLLER)
+    cluster_id = ctx.broker.cluster_id
+    if cluster_id is not None and req.cluster_id != cluster_id:
+        return answer(INCONSISTENT_CLUSTER_ID)
+    endpoints = [(l.name, l.host, l.port, SECURITY_PROTOCOL_NAMES.get(l.security_protocol, "PLAINTEXT"))
+                 for l in req.listeners]
+
+    def register(c):
+        return c.register_broker(req.broker_id, str(req.incarnation_id), endpoints, req.rack, _now_ms(),
+                                 active.next_offset)
+    try:
+        epoch, code = await _run(ctx, register)
+    except ControllerError as exc:
+        return answer(exc.code)
+    return answer(code, epoch if code == 0 else -1)
+
+
+@handles(BrokerHeartbeatRequest, BrokerHeartbeatResponse, 0, 2, controller=True)
+async def handle_broker_heartbeat(ctx: RequestContext, req: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+    active = _active(ctx)
+
+    def answer(code: int, hb=None) -> BrokerHeartbeatResponse:
+        return BrokerHeartbeatResponse(throttle_time_ms=0, error_code=code,
+                                       is_caught_up=bool(hb and hb.is_caught_up),
+                                       is_fenced=True if hb is None else hb.is_fenced,
+                                       should_shut_down=bool(hb and hb.should_shut_down))
+    if active is None:
+        return answer(NOT_CONTROLLER)
+
+    def beat(c):
+        return c.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
+                           req.want_shut_down, active.committed_offset, _now_ms())
+    hb, code = await _run(ctx, beat)
+    if code:
+        return answer(code)
+    return answer(hb.error, hb if hb.error == 0 else None)
+
+
+# -- partitions ---------------------------------------------------------------------------------------
+@handles(AlterPartitionRequest, AlterPartitionResponse, 2, 3, controller=True)
+async def handle_alter_partition(ctx: RequestContext, req: AlterPartitionRequest) -> AlterPartitionResponse:
+    T = AlterPartitionResponse.TopicData
+    P = T.PartitionData
+    active = _active(ctx)
+
+    def top(code: int) -> AlterPartitionResponse:
+        return AlterPartitionResponse(throttle_time_ms=0, error_code=code, topics=[])
+    if active is None or active.controller is None:
+        return top(NOT_CONTROLLER)
+    broker = active.controller.image.brokers.get(req.broker_id)
+    if broker is None or (req.broker_epoch != -1 and broker.epoch != req.broker_epoch):
+        return top(STALE_BROKER_EPOCH)
+    v3 = ctx.api_version >= 3
+
+    def alter(c):
+        out = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                new_isr = [(e.broker_id, e.broker_epoch) for e in p.new_isr_with_epochs] if v3 else \
+                    [(b, -1) for b in p.new_isr]
+                try:
+                    info = c.alter_partition(req.broker_id, t.topic_id.bytes, p.partition_index, p.leader_epoch,
+                                             p.partition_epoch, new_isr)
+                    parts.append(P(partition_index=p.partition_index, error_code=0, leader_id=info.leader,
+                                   leader_epoch=info.leader_epoch, isr=list(info.isr), leader_recovery_state=0,
+                                   partition_epoch=info.partition_epoch))
+                except ControllerError as exc:
+                    parts.append(P(partition_index=p.partition_index, error_code=exc.code, leader_id=-1,
+                                   leader_epoch=-1, isr=[], leader_recovery_state=0, partition_epoch=-1))
+            out.append(T(topic_id=t.topic_id, partitions=parts))
+        return out
+    topics, code = await _run(ctx, alter)
+    if code:
+        return top(code)
+    return AlterPartitionResponse(throttle_time_ms=0, error_code=0, topics=topics)
+
+
+@handles(AllocateProducerIdsRequest, AllocateProducerIdsResponse, 0, 0, controller=True)
+async def handle_allocate_producer_ids(ctx: RequestContext,
+                                       req: AllocateProducerIdsRequest) -> AllocateProducerIdsResponse:
+    def answer(code: int, start: int = -1, length: int = -1) -> AllocateProducerIdsResponse:
+        return AllocateProducerIdsResponse(throttle_time_ms=0, error_code=code, producer_id_start=start,
+                                           producer_id_len=length)
+    try:
+        block, code = await _run(ctx, lambda c: c.allocate_producer_ids(req.broker_id, req.broker_epoch))
+    except ControllerError as exc:
+        return answer(exc.code)
+    return answer(code) if code else answer(0, *block)
+
+
+# -- topics -------------------------------------------------------------------------------------------
+CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
+
+
+def _topic_error(name: str, code: int, message: str | None) -> CreatableTopicResult:
+    return CreatableTopicResult(name=name, topic_id=ZERO_UUID, error_code=code, error_message=message,
+                                num_partitions=-1, replication_factor=-1, configs=[])
+
+
+def _check_configs(ctx: RequestContext, configs: dict[str, str]) -> None:
+    from ...storage.log_config import LogConfig
+    LogConfig.from_props(dict(configs), ctx.broker.config.log_config)
+
+
+@handles(CreateTopicsRequest, CreateTopicsResponse, 2, 7, controller=True)
+async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    from ..errors import error_code, error_message
+    from .configs import describe_topic_configs
+    state = ctx.broker
+    active = _active(ctx)
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        if active is None or active.controller is None:
+            results.append(_topic_error(t.name, NOT_CONTROLLER, "This is not the correct controller for this cluster."))
+            continue
+        if counts[t.name] > 1:
+            results.append(_topic_error(t.name, INVALID_REQUEST,
+                                        "Create topics request from client contains duplicate topic name"))
+            continue
+        if t.name == METADATA_TOPIC:
+            results.append(_topic_error(t.name, INVALID_REQUEST,
+                                        f"Creation of internal topic {METADATA_TOPIC} is prohibited."))
+            continue
+        try:
+            validate_topic_name(t.name)
+        except InvalidTopicNameError as exc:
+            results.append(_topic_error(t.name, INVALID_TOPIC, str(exc)))
+            continue
+        configs = {}
+        bad = None
+        for c in t.configs:
+            if c.value is None:
+                bad = f"Null value not supported for topic configs: {c.name}"
+            configs[c.name] = c.value
+        if bad:
+            results.append(_topic_error(t.name, INVALID_REQUEST, bad))
+            continue
+        try:
+            _check_configs(ctx, configs)
+        except Exception as exc:
+            results.append(_topic_error(t.name, error_code(exc), error_message(exc)))
+            continue
+        assignments = None
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                results.append(_topic_error(t.name, INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                                            "replicasAssignments were set. Both cannot be used at the same time."))
+                continue
+            assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+        partitions = t.num_partitions if t.num_partitions != -1 else state.config.num_partitions
+        rf = t.replication_factor if t.replication_factor != -1 else state.config.default_replication_factor
+        name = t.name
+
+        def create(c, name=name, partitions=partitions, rf=rf, configs=configs, assignments=assignments):
+            return c.create_topic(name, partitions, rf, configs, assignments, validate_only=req.validate_only)
+        try:
+            out, code = await _run(ctx, create)
+        except ControllerError as exc:
+            results.append(_topic_error(t.name, exc.code, exc.message))
+            continue
+        if code:
+            results.append(_topic_error(t.name, code, None))
+            continue
+        topic_id, plan = out
+        described = [CreatableTopicResult.CreatableTopicConfigs(
+            name=c.name, value=c.value, read_only=c.read_only, config_source=c.config_source, is_sensitive=False)
+            for c in describe_topic_configs(state, configs, None, False)]
+        results.append(CreatableTopicResult(name=t.name, topic_id=ZERO_UUID if req.validate_only else uuid.UUID(topic_id),
+                                            error_code=0, error_message=None, num_partitions=len(plan),
+                                            replication_factor=len(next(iter(plan.values()))) if plan else rf,
+                                            configs=described))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+@handles(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6, controller=True)
+async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    R = DeleteTopicsResponse.DeletableTopicResult
+    active = _active(ctx)
+    targets = [(t.name, t.topic_id) for t in req.topics] if ctx.api_version >= 6 else \
+        [(n, ZERO_UUID) for n in req.topic_names]
+    results = []
+    for name, topic_id in targets:
+        if active is None or active.controller is None:
+            results.append(R(name=name, topic_id=topic_id, error_code=NOT_CONTROLLER, error_message=None))
+            continue
+        if name is None:
+            t = active.controller.image.topic_by_id(topic_id)
+            if t is None:
+                results.append(R(name=None, topic_id=topic_id, error_code=UNKNOWN_TOPIC_ID, error_message=None))
+                continue
+            name = t.name
+        try:
+            tid, code = await _run(ctx, lambda c, name=name: c.delete_topic(name))
+        except ControllerError as exc:
+            results.append(R(name=name, topic_id=topic_id, error_code=exc.code, error_message=exc.message))
+            continue
+        results.append(R(name=name, topic_id=uuid.UUID(tid) if not code else topic_id, error_code=code,
+                         error_message=None))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+@handles(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3, controller=True)
+async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    R = CreatePartitionsResponse.CreatePartitionsTopicResult
+    active = _active(ctx)
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        if active is None or active.controller is None:
+            results.append(R(name=t.name, error_code=NOT_CONTROLLER, error_message=None))
+            continue
+        if counts[t.name] > 1:
+            results.append(R(name=t.name, error_code=INVALID_REQUEST, error_message="Duplicate topic in request."))
+            continue
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        try:
+            _r, code = await _run(ctx, lambda c, t=t, a=assignments: c.create_partitions(t.name, t.count, a,
+                                                                                          req.validate_only))
+        except ControllerError as exc:
+            results.append(R(name=t.name, error_code=exc.code, error_message=exc.message))
+            continue
+        results.append(R(name=t.name, error_code=code, error_message=None))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+@handles(ElectLeadersRequest, ElectLeadersResponse, 0, 2, controller=True)
+async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
+    """Preferred leader election (election type 0); unclean (1) is refused: unclean election is off."""
+    from .elect_leaders import elect_leaders_response
+    active = _active(ctx)
+    if active is None or active.controller is None:
+        return elect_leaders_response(req, ctx.api_version, lambda _t, _p: NOT_CONTROLLER, top_error=NOT_CONTROLLER)
+    image = active.controller.image
+    wanted = [(t.topic, p) for t in req.topic_partitions for p in t.partitions] if req.topic_partitions is not None \
+        else [(name, p) for name, topic in image.topics.items() for p in topic.partitions]
+    errors: dict[tuple[str, int], int] = {}
+
+    def elect(c):
+        for topic, p in wanted:
+            errors[(topic, p)] = c.elect_preferred(topic, p) if getattr(req, "election_type", 0) == 0 else \
+                (3 if c.image.partition(topic, p) is None else 84)
+    _r, code = await _run(ctx, elect)
+    if code:
+        return elect_leaders_response(req, ctx.api_version, lambda _t, _p: code, top_error=code)
+    return elect_leaders_response(req, ctx.api_version, lambda t, p: errors.get((t, p), 3), partitions=wanted)

@@ -1,0 +1,69 @@
+"""ElectLeaders (API 43, `kafka-leader-election`): preferred leader election.
+
+A single node leads every partition it has, its only replica: each named partition answers
+ELECTION_NOT_NEEDED (UNKNOWN_TOPIC_OR_PARTITION if it does not exist). On a cluster the request goes
+to the active controller (broker/handlers/controller.py), which moves leadership to the first replica
+when that replica is in the ISR and alive (PREFERRED_LEADER_NOT_AVAILABLE otherwise). As Kafka's
+controller, a request for all partitions (null) lists only the partitions not already led by their
+preferred replica.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
+
+from .. import acl
+from ..authorizer import authorize_cluster
+from ..context import RequestContext
+from ..registry import handles
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+ELECTION_NOT_NEEDED = 84
+CLUSTER_AUTHORIZATION_FAILED = 31
+MESSAGES = {UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+            ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+            80: "The preferred leader was not available.", 41: "This is not the correct controller for this cluster.",
+            CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.", 7: "The request timed out."}
+
+
+def elect_leaders_response(req: ElectLeadersRequest, version: int, error_of: Callable[[str, int], int], *,
+                           top_error: int = 0, partitions: list[tuple[str, int]] | None = None) -> ElectLeadersResponse:
+    """The answer for `partitions` (default: those of the request); for a request naming none (null),
+    partitions whose election was not needed are left out."""
+    R = ElectLeadersResponse.ReplicaElectionResult
+    P = R.PartitionResult
+    if partitions is None:
+        partitions = [(t.topic, p) for t in req.topic_partitions or () for p in t.partitions]
+    by_topic: dict[str, list] = {}
+    for topic, p in partitions:
+        code = error_of(topic, p)
+        if req.topic_partitions is None and code == ELECTION_NOT_NEEDED:
+            continue
+        by_topic.setdefault(topic, []).append(P(partition_id=p, error_code=code,
+                                                error_message=MESSAGES.get(code) if code else None))
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=top_error if version >= 1 else 0,
+                                replica_election_results=[R(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+@handles(ElectLeadersRequest, ElectLeadersResponse, 0, 2)
+async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
+    state = ctx.broker
+    if state.authorizer is not None and not authorize_cluster(ctx, acl.ALTER):
+        return elect_leaders_response(req, ctx.api_version, lambda _t, _p: CLUSTER_AUTHORIZATION_FAILED,
+                                      top_error=CLUSTER_AUTHORIZATION_FAILED)
+    cluster = getattr(state, "cluster", None)
+    if cluster is not None:
+        from ..cluster.runtime import ControllerUnavailableError
+        try:
+            return await cluster.controller_request(req, ctx.api_version, ElectLeadersResponse)
+        except ControllerUnavailableError:
+            return elect_leaders_response(req, ctx.api_version, lambda _t, _p: 7, top_error=7)
+    catalog = state.catalog
+
+    def error_of(topic: str, p: int) -> int:
+        return ELECTION_NOT_NEEDED if catalog.has_partition(topic, p) else UNKNOWN_TOPIC_OR_PARTITION
+    partitions = None
+    if req.topic_partitions is None:
+        partitions = [(name, p) for name, info in catalog.topics.items() for p in range(info.partitions)]
+    return elect_leaders_response(req, ctx.api_version, error_of, partitions=partitions)
