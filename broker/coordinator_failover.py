@@ -65,10 +65,10 @@ class CoordinatorFailover:
 
     # ------------------------------------------------------------------------ coordinators
     def attach_groups(self, groups: Any) -> None:
-        groups.enable_partition_ownership(self.replicated)
+        groups.enable_partition_ownership(self.replicated, self.append_check)
 
     def attach_txns(self, txns: Any) -> None:
-        txns.txns.enable_partition_ownership(self.replicated)
+        txns.txns.enable_partition_ownership(self.replicated, self.append_check)
         txns.markers.enable_routing(self.route, self.send_markers, self.replicated,
                                     self.state.replicas.leader_epoch)
 
@@ -101,6 +101,11 @@ class CoordinatorFailover:
                 self.state.groups.unload_partition(partition)
         elif topic == TXN_TOPIC and self.state.coordinators_built()[1]:
             self.state.txns.on_follower(partition)
+
+    def append_check(self, topic: str, partition: int) -> int:
+        """0 if a coordinator may append to its partition now (leader, ISR >= min.insync.replicas)."""
+        return (self.state.replicas.leader_error(topic, partition)
+                or self.state.replicas.min_isr_error(topic, partition))
 
     async def replicated(self, topic: str, partition: int, end_offset: int) -> int:
         return await self.state.replicas.wait_replicated(topic, partition, end_offset, self.commit_timeout_ms)

@@ -110,6 +110,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         # (ReplicaManager.wait_replicated with a bound); None on a single node
         self.replication: Callable[[str, int, int], Awaitable[int]] | None = None
         self._append_end: dict[int, int] = {}  # partition -> end offset of this node's last append
+        self._append_check: Callable[[str, int], int] = lambda _t, _p: 0
         # KIP-848 groups, same partitions; group_configs: per-group overrides (broker/group_configs.py)
         self.consumer = ConsumerGroupCoordinator(self, config.consumer, group_configs)
     # ============================================================== partitions, topic, records
@@ -184,11 +185,15 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
             return 0
         return self.owned.get(partition, -1)
 
-    def enable_partition_ownership(self, replication: Callable[[str, int, int], Awaitable[int]]) -> None:
+    def enable_partition_ownership(self, replication: Callable[[str, int, int], Awaitable[int]],
+                                   append_check: Callable[[str, int], int] = lambda _t, _p: 0) -> None:
         """Cluster mode: own no partition until `load_partition` is called for it (this node became the
-        leader of that `__consumer_offsets` partition); appends wait for `replication` before answers."""
+        leader of that `__consumer_offsets` partition); appends wait for `replication` before answers,
+        and are not made while `append_check(topic, partition)` answers an error (Kafka's acks=all
+        checks before an append: leadership, min.insync.replicas)."""
         self.owned = {}
         self.replication = replication
+        self._append_check = append_check
         self._loaded.clear()
 
     async def durable(self, group_id: str) -> int:
@@ -278,6 +283,8 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
                 epoch = self.owned.get(partition)
                 if epoch is None:
                     raise group_error(ke.NotCoordinatorError)
+                if (code := self._append_check(OFFSETS_TOPIC, partition)):
+                    raise group_error(ke.for_code(_COORDINATOR_ERRORS.get(code, code)))
                 info = plog.append(batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR)
                 self._append_end[partition] = info.last_offset + 1
         except Exception as exc:

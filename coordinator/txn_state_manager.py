@@ -70,6 +70,7 @@ class TxnStateManager:
         # on a single node
         self.replication: Callable[[str, int, int], Awaitable[int]] | None = None
         self.append_end: dict[int, int] = {}  # partition -> end offset of this node's last append
+        self.append_check: Callable[[str, int], int] = lambda _t, _p: 0
         self.loading: set[int] = set()
         self.load_task: asyncio.Task | None = None
 
@@ -120,11 +121,15 @@ class TxnStateManager:
 
     # ---------------------------------------------------------------- ownership (cluster)
 
-    def enable_partition_ownership(self, replication: Callable[[str, int, int], Awaitable[int]]) -> None:
+    def enable_partition_ownership(self, replication: Callable[[str, int, int], Awaitable[int]],
+                                   append_check: Callable[[str, int], int] = lambda _t, _p: 0) -> None:
         """Cluster mode: coordinate no partition until `load_as_leader` is called for it; appends are
-        waited for with `replication` before answers depend on them."""
+        waited for with `replication` before answers depend on them, and not made at all while
+        `append_check(topic, partition)` answers an error (not the leader, ISR below min.insync.replicas:
+        Kafka's acks=all check before the append)."""
         self.owned = {}
         self.replication = replication
+        self.append_check = append_check
 
     def epoch_of(self, partition: int) -> int:
         """The coordinator epoch of `partition` (its leader epoch; 0 on a single node, -1 if not owned)."""
@@ -300,6 +305,11 @@ class TxnStateManager:
                 epoch = self.owned.get(p)
                 if epoch is None:
                     raise CoordinatorUnavailable(ke.NotCoordinatorError.errno, f"not the leader of {TXN_TOPIC}-{p}")
+                if (code := self.append_check(TXN_TOPIC, p)):
+                    raise CoordinatorUnavailable(ke.NotCoordinatorError.errno
+                                                 if code == ke.NotLeaderForPartitionError.errno
+                                                 else ke.CoordinatorNotAvailableError.errno,
+                                                 f"{TXN_TOPIC}-{p}: error {code} before the append")
                 info = plog.append(batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR)
                 self.append_end[p] = info.last_offset + 1
         except BaseException:

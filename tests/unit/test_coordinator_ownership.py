@@ -205,3 +205,25 @@ def test_single_node_coordinates_everything_in_epoch_zero(catalog):
     c = TransactionCoordinator(TxnConfig(num_partitions=2), catalog, lambda: 1, error_code)
     assert not c.clustered and c.coordinator_epoch_of("x") == 0 and c.markers.route is None
     gc.close()
+
+
+def test_no_append_below_min_isr(catalog):
+    """Kafka checks min.insync.replicas before a coordinator append (acks=all): nothing is written and
+    the state does not move; the client retries with COORDINATOR_NOT_AVAILABLE."""
+    async def run():
+        repl, remote = Replication(), Remote()
+        c = txn_coordinator(catalog, repl, remote, {})
+        p = c.txns.partition_for("tx")
+        c.on_leader(p, 0)
+        _, pid, epoch = c.init_producer_id("tx", 60000)
+        c.txns.append_check = lambda t, part: ke.NotEnoughReplicasError.errno
+        end = catalog.partition_log(TXN_TOPIC, p).log_end_offset
+        assert c.init_producer_id("tx", 60000)[0] == ke.CoordinatorNotAvailableError.errno
+        assert c.txns.get("tx").producer_epoch == epoch and catalog.partition_log(TXN_TOPIC, p).log_end_offset == end
+        gc = groups(catalog, repl)
+        await gc.load_partition(gc.partition_for("g"), 0)
+        gc._append_check = lambda t, part: ke.NotLeaderForPartitionError.errno
+        assert commit(gc, "g", 1) == {("t", 0): NOT_COORDINATOR}
+        gc.close()
+        await c.stop()
+    asyncio.run(run())
