@@ -1,0 +1,201 @@
+"""Coordinators fail over on a three-node cluster (issue 16): the group and transaction coordinators
+are the leaders of the key's `__consumer_offsets` / `__transaction_state` partition (RF 3), so
+kill -9 of the coordinator's node moves them to a surviving replica, which loads the partition and
+finishes what the dead one left.
+
+- Transactions (confluent-kafka): the coordinator's node is killed right after a commit returned
+  (the new coordinator completes the PREPARE_COMMIT: the records become visible), and with a
+  transaction open (the commit then goes to the new coordinator, or the transaction aborts). Every
+  transaction ends committed or aborted as a whole; read_committed never sees an aborted record.
+- Groups: a consumer group whose coordinator's node is killed keeps its committed offsets and
+  rebalances when a second member joins (the new members continue after the committed offsets).
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+from tests.cluster_harness import Cluster
+from tests.helpers import RawClient, wait_until
+
+pytestmark = pytest.mark.minikafka_only
+
+CONFIG = {"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "3000",
+          "broker.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0",
+          "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
+          "offsets.commit.timeout.ms": "3000"}
+TOPIC = "events"
+GROUP, TRANSACTION = 0, 1
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, config=CONFIG).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+
+        def created() -> bool:  # RF 3 needs all three brokers registered
+            try:
+                admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(10)
+            except KafkaException as exc:
+                return exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+            return True
+        wait_until(created, timeout=30, interval=0.5, what="topic with replication factor 3")
+        yield c
+    finally:
+        c.stop()
+
+
+def live_bootstrap(cluster: Cluster, dead: set[int]) -> str:
+    return ",".join(node.bootstrap for n, node in cluster.nodes.items() if n not in dead)
+
+
+def coordinator(cluster: Cluster, key_type: int, key: str, dead: set[int] = frozenset()) -> int:
+    """The node FindCoordinator names for `key` (asked of a live node, retried until one is named)."""
+    found: list[int] = []
+
+    def ask() -> bool:
+        for n, node in cluster.nodes.items():
+            if n in dead:
+                continue
+            try:
+                with RawClient(node.bootstrap, timeout=3.0) as c:
+                    resp = c.request(FindCoordinatorRequest(key=key, key_type=key_type), 3, FindCoordinatorResponse)
+            except OSError:
+                continue
+            if resp.error_code == 0 and resp.node_id not in dead:
+                found[:] = [resp.node_id]
+                return True
+        return False
+    wait_until(ask, timeout=30, interval=0.2, what=f"a coordinator for {key}")
+    return found[0]
+
+
+def read_committed(bootstrap: str, expected: int, timeout: float = 40.0) -> list[bytes]:
+    """Every record of TOPIC a read_committed consumer sees, once at least `expected` arrived and the
+    end (the LSO of every partition) was reached."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True, "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(3)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while not (len(values) >= expected and len(at_end) == 3):
+            assert time.monotonic() < deadline, f"read {len(values)} of {expected} committed records"
+            for msg in consumer.consume(100, 0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(msg.partition())
+                    continue
+                at_end.discard(msg.partition())
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_transactions_survive_the_coordinators_kill(cluster):
+    dead: set[int] = set()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "tx-failover",
+                         "transaction.timeout.ms": "20000", "message.timeout.ms": "30000"})
+    producer.init_transactions(30)
+    outcome: dict[str, bool] = {}
+
+    def transaction(name: str, kill_before_commit: bool = False, kill_after_commit: bool = False) -> None:
+        producer.begin_transaction()
+        for i in range(6):
+            producer.produce(TOPIC, value=f"{name}-{i}".encode(), partition=i % 3)
+        producer.flush(30)
+        node = coordinator(cluster, TRANSACTION, "tx-failover", dead)
+        if kill_before_commit:
+            cluster.kill(node)
+            dead.add(node)
+        try:
+            producer.commit_transaction(60)
+            outcome[name] = True
+        except KafkaException as exc:
+            assert exc.args[0].txn_requires_abort() or exc.args[0].retriable(), exc
+            producer.abort_transaction(60)
+            outcome[name] = False
+        if kill_after_commit:  # the markers may still be on their way: the next coordinator sends them
+            cluster.kill(node)
+            dead.add(node)
+
+    transaction("a")
+    transaction("b", kill_after_commit=True)
+    assert outcome["b"]
+    restarted = dead.pop()
+    cluster.restart(restarted)
+    transaction("c", kill_before_commit=True)
+    transaction("d")  # the producer goes on with the new coordinator
+    assert outcome["a"] and outcome["d"]
+    committed = [n for n, ok in outcome.items() if ok]
+    values = read_committed(live_bootstrap(cluster, dead), 6 * len(committed))
+    seen = {}
+    for v in values:
+        name = v.decode().split("-")[0]
+        seen[name] = seen.get(name, 0) + 1
+    # all or nothing per transaction, and only committed ones
+    assert seen == {n: 6 for n in committed}, (seen, outcome)
+    assert len(values) == len(set(values))
+    producer.flush(5)
+
+
+def test_group_keeps_offsets_and_rebalances_after_its_coordinators_kill(cluster):
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(30):
+        producer.produce(TOPIC, value=f"first-{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+
+    def member(name: str) -> Consumer:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-failover", "client.id": name,
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": "10000",
+                      "heartbeat.interval.ms": "500", "fetch.wait.max.ms": 100})
+        c.subscribe([TOPIC])
+        return c
+
+    first = member("first")
+    got: list[bytes] = []
+    wait_until(lambda: got.extend(m.value() for m in first.consume(100, 0.5) if not m.error()) or len(got) >= 30,
+               timeout=40, what="the first 30 records")
+    first.commit(asynchronous=False)
+    committed = {tp.partition: tp.offset for tp in first.committed([TopicPartition(TOPIC, p) for p in range(3)], 10)}
+    assert sum(committed.values()) == 30
+
+    node = coordinator(cluster, GROUP, "g-failover")
+    cluster.kill(node)
+    dead = {node}
+    new_node = coordinator(cluster, GROUP, "g-failover", dead)
+    assert new_node != node
+
+    def offsets_kept() -> bool:
+        try:
+            now = first.committed([TopicPartition(TOPIC, p) for p in range(3)], 5)
+        except KafkaException:
+            return False
+        return {tp.partition: tp.offset for tp in now} == committed
+    wait_until(offsets_kept, timeout=30, interval=0.5, what="the committed offsets from the new coordinator")
+
+    second = member("second")
+    for i in range(30):
+        producer.produce(TOPIC, value=f"second-{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    later: list[bytes] = []
+
+    def rebalanced_and_read() -> bool:
+        for c in (first, second):
+            later.extend(m.value() for m in c.consume(100, 0.2) if not m.error())
+        return len(later) >= 30 and first.assignment() and second.assignment()
+    wait_until(rebalanced_and_read, timeout=40, interval=0, what="both members assigned and the next 30 records")
+    # the partitions are split between the members, and nobody went back before the committed offsets
+    assert {tp.partition for tp in first.assignment()} | {tp.partition for tp in second.assignment()} == {0, 1, 2}
+    assert not {tp.partition for tp in first.assignment()} & {tp.partition for tp in second.assignment()}
+    assert sorted(later) == sorted(f"second-{i}".encode() for i in range(30))
+    first.close()
+    second.close()
