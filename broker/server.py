@@ -111,7 +111,7 @@ class Broker:
         if self.state.cluster is not None:
             self.state.cluster.start()
         self.state.start()  # coordinators start as they are built (warm_up builds those with state)
-        if getattr(self.state, "cluster", None) is not None:  # a multi-node cluster: partition replication
+        if self.state.cluster is not None:  # a multi-node cluster: partition replication
             from .replication.replica_manager import ReplicaManager
             self.state.replicas = ReplicaManager(self.state, self.state.cluster)
             self.state.replicas.start()

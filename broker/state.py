@@ -104,6 +104,9 @@ class BrokerState:
     # -- coordinators, built on first use -------------------------------------------------------
     @property
     def producer_ids(self) -> ProducerIdManager:
+        if self._producer_ids is None and self.cluster is not None:  # blocks from the active controller
+            from .cluster.producer_ids import ClusterProducerIdManager
+            self._producer_ids = ClusterProducerIdManager(self.cluster)  # type: ignore[assignment]
         if self._producer_ids is None:
             from ..coordinator.producer_ids import ProducerIdManager
             self._producer_ids = ProducerIdManager(self.config.log_dirs[0] / "producer_id_block")

@@ -23,6 +23,7 @@ _EXPORTS = {
     "RecordBatchTooLargeError": "errors",
     "RecordTooLargeError": "errors",
     "UnsupportedMagicError": "errors",
+    "UnexpectedAppendOffsetError": "errors",
 }
 
 __all__ = sorted(_EXPORTS)

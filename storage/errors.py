@@ -21,6 +21,7 @@ __all__ = [
     "InvalidTxnStateError",
     "TransactionCoordinatorFencedError",
     "CorruptSnapshotError",
+    "UnexpectedAppendOffsetError",
 ]
 
 
@@ -68,3 +69,14 @@ class TransactionCoordinatorFencedError(Exception):
 
 class CorruptSnapshotError(Exception):
     """A producer-state snapshot file fails its version, CRC or length check (skipped on load)."""
+
+
+class UnexpectedAppendOffsetError(Exception):
+    """A follower's append does not continue the log: its first offset is below the log end offset, or
+    its offsets do not increase (Kafka's UnexpectedAppendOffsetException / OffsetsOutOfOrderException).
+    The replica manager truncates (or refetches) and tries again."""
+
+    def __init__(self, msg: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(msg)
+        self.first_offset = first_offset
+        self.last_offset = last_offset

@@ -67,6 +67,9 @@ def write_partition_metadata_fast(directory: Path, topic_id: bytes) -> None:
     os.replace(tmp, path)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+# per log dir, the high watermark of every replicated partition (Kafka's OffsetCheckpointFile format:
+# "0", the count, then "<topic> <partition> <offset>" lines); read at load, handed to each log it opens
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 RECOVERY_PENDING_FILE = ".minikafka_recovery_pending"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
@@ -156,6 +159,8 @@ class LogManager:
         self.on_open: Callable[[PartitionLog], None] = lambda _log: None
         self._opener: concurrent.futures.ThreadPoolExecutor | None = None
         self.loaded = False
+        # high watermarks read from each log dir's replication-offset-checkpoint at load
+        self._hw_checkpoints: dict[TopicPartition, int] = {}
 
     def load(self, config_for: Callable[[str], LogConfig] | None = None,
              keep: Callable[[str, int], bool] | None = None, *, lazy: bool = False) -> list[PartitionLog]:
@@ -172,6 +177,7 @@ class LogManager:
         found: list[TopicPartition] = []
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
+            self._hw_checkpoints.update(read_offset_checkpoint(log_dir / HW_CHECKPOINT_FILE))
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             pending = _read_pending(log_dir) if clean else None  # None: every partition unclean
@@ -306,7 +312,8 @@ class LogManager:
     def _open(self, u: UnopenedLog, config: LogConfig) -> PartitionLog:
         """Build the log of `u` (any thread; nothing is registered)."""
         t0 = time.monotonic()
-        plog = _partition_log_class()(u.dir, config, clock=self._clock, clean_shutdown=u.clean)
+        plog = _partition_log_class()(u.dir, config, clock=self._clock, clean_shutdown=u.clean,
+                                      high_watermark=self._hw_checkpoints.get((u.topic, u.partition)))
         log.debug("opened %s (%s) in %.1f ms", u.dir.name, "clean" if u.clean else "recovered",
                   (time.monotonic() - t0) * 1000)
         return plog
@@ -441,6 +448,27 @@ class LogManager:
             self.remove_dir(doomed)
         return True
 
+    def checkpoint_high_watermarks(self) -> int:
+        """Write each log dir's replication-offset-checkpoint: the high watermark of every replicated
+        log there (unopened ones keep the value read at load). Only log dirs with something to say,
+        or an existing file, are written. Does file I/O with fsync: call it off the event loop (it
+        only reads the logs' high watermarks). Returns how many entries were written."""
+        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        for tp, u in list(self._unopened.items()):
+            hw = self._hw_checkpoints.get(tp)
+            if hw is not None:
+                per_dir.setdefault(u.dir.parent, {})[tp] = hw
+        for tp, plog in list(self._logs.items()):
+            if plog.replicated:
+                per_dir.setdefault(plog.dir.parent, {})[tp] = plog.high_watermark
+        written = 0
+        for log_dir, entries in per_dir.items():
+            path = log_dir / HW_CHECKPOINT_FILE
+            if entries or path.exists():
+                write_offset_checkpoint(path, entries)
+                written += len(entries)
+        return written
+
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Retention of the opened logs (an unopened one is checked once opened)."""
         now_ms = int(self._clock() * 1000) if now_ms is None else now_ms
@@ -469,6 +497,9 @@ class LogManager:
                 still_unclean.setdefault(u.dir.parent, []).append(u.dir.name)
         for plog in plogs:
             plog.flush()
+        if any(plog.replicated for plog in plogs) or self._hw_checkpoints:
+            self.checkpoint_high_watermarks()
+        for plog in plogs:
             plog.close()
         self._logs.clear()
         self._unopened.clear()
@@ -477,6 +508,39 @@ class LogManager:
             log_dir.mkdir(parents=True, exist_ok=True)
             _write_pending(log_dir, sorted(still_unclean.get(log_dir, ())))
             atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+
+
+def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """(topic, partition) -> offset of a Kafka offset checkpoint file; {} if missing or unreadable."""
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("ignoring unreadable %s: %s", path, exc)
+        return {}
+    out: dict[TopicPartition, int] = {}
+    try:
+        if not lines:
+            return {}
+        if int(lines[0]) != 0:
+            raise ValueError(f"unrecognised version {lines[0]!r}")
+        count = int(lines[1]) if len(lines) > 1 else 0
+        for line in lines[2:]:
+            topic, partition, offset = line.split()
+            out[(topic, int(partition))] = int(offset)
+        if len(out) != count:
+            raise ValueError(f"expected {count} entries, found {len(out)}")
+    except (ValueError, IndexError) as exc:
+        log.warning("ignoring unreadable %s: %s", path, exc)
+        return {}
+    return out
+
+
+def write_offset_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
+    """Kafka's OffsetCheckpointFile: version 0, count, `topic partition offset` lines (atomic)."""
+    lines = ["0", str(len(entries)), *(f"{t} {p} {o}" for (t, p), o in sorted(entries.items()))]
+    atomic_write(path, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def _read_pending(log_dir: Path) -> set[str] | None:

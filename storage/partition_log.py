@@ -34,10 +34,15 @@ from typing import Callable, NamedTuple
 
 from minikafka.protocol.record_batch import (
     CONTROL_MASK,
+    CURRENT_MAGIC,
+    HEADER_SIZE,
     BatchHeader,
+    CorruptRecordError,
     TIMESTAMP_TYPE_MASK,
     compute_crc,
+    iter_headers,
     patch_base_offset,
+    peek_size,
     validate_batches,
 )
 from minikafka.protocol.record_validator import settings_for, validate_client_batch
@@ -49,6 +54,7 @@ from minikafka.storage.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.partition_metadata import atomic_write, fsync_dir, read_partition_metadata
@@ -118,7 +124,10 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
 
 class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, *, clock: Callable[[], float] = time.time,
-                 clean_shutdown: bool = False) -> None:
+                 clean_shutdown: bool = False, high_watermark: int | None = None) -> None:
+        """Open (recovering unless `clean_shutdown`) the log in `directory`. `high_watermark` is the
+        one checkpointed in the log dir's replication-offset-checkpoint (LogManager): given, the log
+        starts replicated with it (clamped to [log start, log end])."""
         self.dir = Path(directory)
         self.topic, self.partition = parse_partition_dir(self.dir.name)
         self._log_fields = {"topic": self.topic, "partition": self.partition}  # fields of JSON log lines
@@ -143,6 +152,8 @@ class PartitionLog:
         self._load(clean_shutdown)
         self._next_offset = self._leo
         self._load_epoch_cache()
+        # None: the high watermark is the log end offset (a single broker); else the replica manager's
+        self._hw: int | None = None if high_watermark is None else self._clamp_hw(high_watermark)
         self.topic_id: bytes | None = read_partition_metadata(self.dir)
         self._producers = ProducerStateManager(self.dir, config.producer_id_expiration_ms)
         self.producer_state_replayed_batches = 0  # batches read to rebuild producer state on open
@@ -173,7 +184,40 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self._leo  # single broker: everything appended is "replicated"
+        """The log end offset on a single broker (everything appended counts as replicated); once
+        `replicated`, the offset the replica manager moved it to (Kafka's high watermark)."""
+        hw = self._hw
+        return self._leo if hw is None else hw
+
+    @property
+    def replicated(self) -> bool:
+        """Whether the high watermark is tracked apart from the log end offset (set by the replica
+        manager; a log opened with a checkpointed high watermark starts replicated)."""
+        return self._hw is not None
+
+    @replicated.setter
+    def replicated(self, value: bool) -> None:
+        if not value:
+            self._hw = None
+        elif self._hw is None:
+            self._hw = self._log_start_offset  # Kafka: a log without a checkpoint starts at its start
+
+    def update_high_watermark(self, offset: int) -> bool:
+        """Owner thread: move the high watermark to `offset` clamped to [log start, log end offset];
+        it never moves back (only truncation lowers it). Makes the log `replicated`. True if it
+        advanced; then the append listeners are told (fetches waiting for it)."""
+        new = self._clamp_hw(offset)
+        old = self._hw
+        if old is not None and new <= old:
+            return False
+        self._hw = new
+        if old is not None:
+            for listener in self.append_listeners:
+                listener()
+        return True
+
+    def _clamp_hw(self, offset: int) -> int:
+        return min(max(offset, self._log_start_offset), self._leo)
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:
@@ -412,11 +456,17 @@ class PartitionLog:
             return done
         if prepared.completed_txns:  # markers come from coordinators through `append`
             raise KafkaStorageError("transaction markers are appended synchronously")
+        return self._start_write(prepared, loop, prepared.first_offset)
+
+    def _start_write(self, prepared: _Prepared, loop: asyncio.AbstractEventLoop, next_offset: int,
+                     replace_conflicts: bool = False) -> "AppendInfo | asyncio.Future[AppendInfo]":
+        """begin_append's second half: roll if needed, assign new epochs, then write inline or hand the
+        write to the writer thread. `next_offset` is the next offset `prepared` was checked against."""
         segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
-        if prepared.first_offset != self._next_offset:  # the roll found a failed write and rewound
+        if next_offset != self._next_offset:  # the roll found a failed write and rewound
             raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
         if prepared.epochs:
-            self._assign_epochs(prepared.epochs)
+            self._assign_epochs(prepared.epochs, replace_conflicts)
         if not self._pending and len(prepared.buf) <= INLINE_WRITE_BYTES:  # a thread hop costs more
             segment.append(prepared.buf, prepared.batches)
             self._reserve(prepared, segment)
@@ -435,6 +485,249 @@ class PartitionLog:
         pending.write.add_done_callback(written)
         self._pending.append(pending)
         return pending.published
+
+    # ---------------------------------------------------------------- follower appends
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append batches fetched from the partition leader, with the offsets and epochs it assigned
+        (Kafka appendAsFollower): each batch is checked for length, magic and CRC (CorruptRecordError),
+        the first must start at or after the log end offset and each after the previous one
+        (UnexpectedAppendOffsetError; gaps are allowed, compaction makes them); no size or
+        client-level checks. Producer state follows with origin REPLICATION (markers included), the
+        epoch cache from the batches' partitionLeaderEpoch (a conflicting older entry is replaced,
+        as Kafka). A trailing partial batch is ignored. Returns None if there was no whole batch.
+
+        Threading: like `append`, in the owner thread (or whichever single thread the replica
+        manager runs this log's follower work in). A payload larger than segment.bytes is split
+        at batch boundaries so that each part can fit one segment."""
+        self.drain_writes()
+        info: AppendInfo | None = None
+        for part in self._follower_parts(records):
+            prepared = self._prepare_follower(part)
+            segment = self._maybe_roll(len(prepared.buf), prepared.max_ts, prepared.next_offset - 1, prepared.now_ms)
+            if prepared.epochs:
+                self._assign_epochs(prepared.epochs, replace_conflicts=True)
+            segment.append(prepared.buf, prepared.batches)
+            self._reserve(prepared, segment)
+            done = self._published(prepared, segment)
+            info = done if info is None else info._replace(last_offset=done.last_offset)
+        return info
+
+    def begin_append_as_follower(self, records: bytes | bytearray | memoryview
+                                 ) -> "AppendInfo | asyncio.Future[AppendInfo] | None":
+        """`append_as_follower` with the file write on the log dir's writer thread, as `begin_append`
+        (on the owner thread's running event loop). Payloads holding transaction markers or larger than
+        segment.bytes are appended synchronously (-> AppendInfo)."""
+        loop = asyncio.get_running_loop()
+        if self._rewinding:
+            raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
+        parts = self._follower_parts(records)
+        if len(parts) != 1:
+            return self.append_as_follower(records)
+        expected = self._next_offset
+        prepared = self._prepare_follower(parts[0])
+        if prepared.completed_txns:
+            self.drain_writes()
+            if self._next_offset != expected:
+                raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
+            return self.append_as_follower(parts[0])
+        return self._start_write(prepared, loop, expected, replace_conflicts=True)
+
+    def _follower_parts(self, records: bytes | bytearray | memoryview) -> list[memoryview]:
+        """The whole batches of `records` (a trailing partial one dropped) in parts of at most
+        segment.bytes each (a single larger batch is a part of its own)."""
+        view = memoryview(records)
+        limit = self._config.segment_bytes
+        parts: list[memoryview] = []
+        start = pos = 0
+        end = len(view)
+        while pos < end:
+            peek = peek_size(view, pos)
+            if peek is None or peek[1] < HEADER_SIZE or pos + peek[1] > end:
+                break
+            size = peek[1]
+            if pos > start and pos + size - start > limit:
+                parts.append(view[start:pos])
+                start = pos
+            pos += size
+        if pos > start:
+            parts.append(view[start:pos])
+        return parts
+
+    def _prepare_follower(self, view: memoryview) -> _Prepared:
+        """Check a part of a follower append (whole batches) against the log and collect its producer
+        state and new epochs; touches no state."""
+        expected = self._next_offset
+        producers: dict[int, ProducerAppendInfo] = {}
+        completed_txns: list[CompletedTxn] | None = None
+        batches: list[BatchInfo] = []
+        epochs: list[tuple[int, int]] | None = None
+        latest_epoch = self._epochs.latest_epoch
+        max_ts = -1
+        first_offset = -1
+        for pos, header in iter_headers(view):
+            if header.magic != CURRENT_MAGIC:
+                raise CorruptRecordError(f"record batch magic {header.magic} at offset {header.base_offset}")
+            if compute_crc(view, pos, header.size) != header.crc:
+                raise CorruptRecordError(f"record batch CRC mismatch at offset {header.base_offset} "
+                                         f"in the append to {self.dir.name}")
+            if header.last_offset_delta < 0 or header.record_count < 0:
+                raise CorruptRecordError(f"negative lastOffsetDelta or record count at offset {header.base_offset}")
+            if header.base_offset < expected:
+                what = "First offset" if not batches else "Offsets out of order:"
+                raise UnexpectedAppendOffsetError(
+                    f"Unexpected offset in append to {self.dir.name}. {what} {header.base_offset} is less than "
+                    f"the next offset {expected}.", header.base_offset, header.last_offset)
+            if first_offset < 0:
+                first_offset = header.base_offset
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch != latest_epoch:
+                epochs = [*(epochs or ()), (epoch, header.base_offset)]
+                latest_epoch = epoch
+            ts = header.max_timestamp
+            if header.producer_id >= 0:
+                if header.is_control:
+                    marker = parse_marker(view, pos)
+                    completed = None if marker is None else self._producers.prepare_marker(
+                        header, header.base_offset, marker[0], marker[1], ts, AppendOrigin.REPLICATION, producers)
+                    if completed is not None:
+                        completed_txns = [*(completed_txns or ()), completed]
+                else:
+                    self._producers.prepare(header, header.base_offset, ts, AppendOrigin.REPLICATION, producers)
+            batches.append(BatchInfo(pos, header.size, header.last_offset, ts))
+            max_ts = max(max_ts, ts)
+            expected = header.last_offset + 1
+        if not batches:
+            raise CorruptRecordError(f"no whole record batch in the append to {self.dir.name}")
+        now_ms = self._now_ms()
+        return _Prepared(view, batches, first_offset, expected, max_ts, now_ms, -1, producers or None,
+                         completed_txns, epochs)
+
+    # ---------------------------------------------------------------- truncation (followers)
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or past `offset`, so the log ends at the last batch boundary <=
+        `offset` (a batch holding `offset` goes whole); False if the log already ends there. Kafka's
+        UnifiedLog.truncateTo: whole segments above go (newest first), the segment holding `offset` is
+        cut (indexes, then the file), producer state is rebuilt from the newest snapshot at or below
+        the new end plus the batches after it, the aborted-txn index, epoch cache and high watermark
+        follow. A target below the first segment empties the log (`truncate_fully_and_start_at`).
+
+        Crash safety: every intermediate state on disk is a prefix of the old log at least as long
+        as the target (later segments are unlinked before earlier ones are cut; the epoch checkpoint
+        is cut after the log, and entries past the end are dropped on open; snapshots past the end
+        are deleted on open), so a crash leaves a log the replica manager truncates again.
+
+        Threading: grows with the replayed batches, so the replica manager runs it in a worker while
+        nothing else writes this log (it is a follower: no produce, its fetcher paused); readers
+        racing it may see the old tail or OffsetOutOfRangeError."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.dir.name} to a negative offset ({offset})")
+        self.drain_writes()
+        if offset >= self._leo:
+            # a conflicting entry at the end (a leader that wrote nothing in its epoch) goes too
+            self._epochs.truncate_from_end(self._leo)
+            return False
+        segments = list(self._view[0])
+        if segments[0].base_offset > offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        now_ms = self._now_ms()
+        keep = [seg for seg in segments if seg.base_offset <= offset]
+        doomed = segments[len(keep):]
+        active = keep[-1]
+        found = active.find_batch(offset)
+        cut = found[0] if found is not None else active.size
+        log.info("truncating %s to offset %d (log end offset %d)", self.dir.name, offset, self._leo,
+                 extra=self._log_fields)
+        self._leo = self._next_offset = min(self._leo, offset)  # readers first see the lower end
+        self._publish(keep)
+        for seg in reversed(doomed):
+            self._discard_segment(seg, now_ms)
+        if cut < active.size:
+            active.truncate_to(cut, now_ms)
+        self._leo = self._next_offset = active.next_offset
+        self._fsync_truncation(active)
+        self._epochs.truncate_from_end(self._leo)
+        self._epochs.flush()
+        if self._log_start_offset > self._leo:
+            self._log_start_offset = self._leo
+            self._write_log_start_offset()
+        self._reload_producer_state()
+        if self._hw is not None and self._hw > self._leo:
+            self._hw = self._leo
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every batch and start the log empty at `offset` (log start = log end = `offset`):
+        the follower of a leader whose log starts past this one's end (Kafka truncateFullyAndStartAt).
+        The log start checkpoint is written first and the segments unlinked newest first, so a crash
+        leaves a prefix of the old log or an empty log at `offset`. Threading as `truncate_to`."""
+        if offset < 0:
+            raise ValueError(f"cannot start {self.dir.name} at a negative offset ({offset})")
+        self.drain_writes()
+        log.info("truncating %s fully, starting at offset %d (log end offset %d)", self.dir.name, offset,
+                 self._leo, extra=self._log_fields)
+        now_ms = self._now_ms()
+        self._log_start_offset = offset
+        self._write_log_start_offset()
+        self._leo = self._next_offset = offset
+        doomed = list(self._view[0])
+        for seg in reversed(doomed):
+            self._discard_segment(seg, now_ms)
+        ps = self._producers
+        ps.scan_snapshots()
+        for snap in list(ps.snapshots):
+            ps.delete_snapshot(snap)
+        new = self._new_segment(offset, now_ms)
+        self._publish([new])
+        fsync_dir(self.dir)
+        self._epochs.clear()
+        self._epochs.flush()
+        self._reload_producer_state()
+        if self._hw is not None:
+            self._hw = offset
+
+    def _discard_segment(self, seg: LogSegment, now_ms: int) -> None:
+        """Unlink a segment truncation removed; its descriptors stay open for file.delete.delay.ms."""
+        seg.unlink()
+        if seg in self._unflushed:
+            self._unflushed.remove(seg)
+        self._graveyard.append((now_ms + self._config.file_delete_delay_ms, seg))
+
+    def _fsync_truncation(self, active: LogSegment) -> None:
+        try:
+            active.flush()
+            fsync_dir(self.dir)
+        except OSError as exc:
+            raise KafkaStorageError(f"flushing the truncation of {self.dir.name} failed: {exc}") from exc
+
+    def _reload_producer_state(self) -> None:
+        """Producer state from the newest snapshot at or below the log end plus the batches after it
+        (snapshots past the end are deleted); the active segment's aborted-txn index is cut too."""
+        self._producers = ProducerStateManager(self.dir, self._config.producer_id_expiration_ms)
+        self._load_producer_state()
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """The leader's check of a follower's Fetch v12+ (KIP-320, Kafka Partition.readRecords): None
+        if the follower's log matches this one up to `fetch_offset` as far as epochs tell (or it sent
+        no last fetched epoch, -1), else (epoch, end offset) of the largest epoch <= its last fetched
+        one here, which the follower truncates to. OffsetOutOfRangeError if the epoch's end offset is
+        unknown or `fetch_offset` is below the log start. Thread-safe (reads snapshots)."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0 or end < 0:
+            raise OffsetOutOfRangeError(
+                f"Could not determine the end offset of the last fetched epoch {last_fetched_epoch} "
+                f"for {self.dir.name}")
+        if fetch_offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {fetch_offset} for partition {self.dir.name}, but we only have "
+                f"log segments in the range {self._log_start_offset} to {self._leo}.")
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
 
     def _write(self, segment: LogSegment, buf: memoryview | bytearray, start: int) -> None:
         """Writer thread: one pending append's bytes; skipped once an earlier one of this log failed."""
@@ -821,6 +1114,8 @@ class PartitionLog:
         if remaining[0].base_offset > self._log_start_offset:
             self._log_start_offset = remaining[0].base_offset
             self._epochs.truncate_from_start(self._log_start_offset)
+            if self._hw is not None and self._hw < self._log_start_offset:
+                self._hw = self._log_start_offset
         self._publish(remaining)
         self._producers.delete_snapshots_before(remaining[0].base_offset)
         delay = self._config.file_delete_delay_ms

@@ -201,6 +201,40 @@ class LogSegment:
         except OSError as exc:
             raise KafkaStorageError(f"index append for {self.log_path} failed: {exc}") from exc
 
+    def truncate_to(self, position: int, now_ms: int) -> int:
+        """Owner thread: cut the segment at `position` (a batch boundary from `find_batch`): indexes
+        first (entries at or past the new next offset), then the file; max timestamp, rolling
+        timestamp and the index interval counter are re-derived (Kafka LogSegment.truncateTo).
+        Returns the number of bytes removed. A crash in between leaves index entries past the end,
+        which the recovery of the (last) segment on open rebuilds."""
+        if position >= self.size:
+            return 0
+        entry = self.offset_index.floor_entry(2**62, position - 1) if position else None
+        new_next = self.base_offset
+        for _pos, header in iter_file_headers(self._fd, entry[1] if entry else 0, position):
+            new_next = header.last_offset + 1  # of the last batch kept (a walk of one index interval)
+        try:
+            self.offset_index.truncate_to(new_next)
+            self.time_index.truncate_to(new_next)
+            self.txn_index.truncate_to(new_next)
+            removed = self.size - position
+            self.size = position
+            os.ftruncate(self._fd, position)
+        except OSError as exc:
+            raise KafkaStorageError(f"truncating {self.log_path} failed: {exc}") from exc
+        self.next_offset = new_next
+        max_ts, max_off = self.time_index.last_entry if len(self.time_index) else (-1, -1)
+        start = self.offset_index.last_position if len(self.offset_index) else 0
+        for _pos, header in iter_file_headers(self._fd, start, position):
+            if header.max_timestamp > max_ts:
+                max_ts, max_off = header.max_timestamp, header.last_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
+        self._bytes_since_index = position - start
+        self._load_rolling_timestamp()
+        if position == 0:
+            self.created_ms = now_ms
+        return removed
+
     def on_become_inactive(self) -> None:
         """Kafka appends the segment's max timestamp to the time index when it is rolled or closed."""
         if self.offset_of_max_timestamp >= 0 and not self.deleted:

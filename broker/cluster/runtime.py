@@ -73,6 +73,7 @@ class ClusterRuntime:
         configured = (config.props.get("inter.broker.listener.name") or "").strip().upper()
         self.inter_broker_listener: str = configured if configured in names else names[0]
         self._listeners: list[Listener] = []
+        self._late: list[Listener] = []  # added after partitions existed: told of all of them first
         self._pending_changed: dict[tuple[str, int], None] = {}
         self._pending_deleted: dict[str, None] = {}
         self._dirty: dict[str, None] = {}
@@ -86,7 +87,20 @@ class ClusterRuntime:
 
     # -- the image --------------------------------------------------------------------------------------
     def add_listener(self, fn: Listener) -> None:
+        """`fn(image, changed, deleted_topics)` after each committed run; a listener added once the
+        image already has partitions is first called with all of them (in the flush order)."""
         self._listeners.append(fn)
+        if any(t.partitions for t in self.image.topics.values()):
+            self._late.append(fn)
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._flush_task is None or self._flush_task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # not running yet: the first commit schedules it
+            self._flush_task = loop.create_task(self._flush(), name="cluster-image-flush")
 
     @property
     def controller_id(self) -> int:
@@ -106,12 +120,22 @@ class ClusterRuntime:
                 name = payload.get("name") if payload.get("type") == "Topic" else payload.get("resourceName")
                 if name:
                     self._dirty[name] = None
-        if self._flush_task is None or self._flush_task.done():
-            self._flush_task = asyncio.get_running_loop().create_task(self._flush(), name="cluster-image-flush")
+        self._schedule_flush()
 
     async def _flush(self) -> None:
         """Local partitions follow the image, then the listeners are told (repeated while more arrives)."""
-        while self._dirty or self._pending_changed or self._pending_deleted:
+        while self._dirty or self._pending_changed or self._pending_deleted or self._late:
+            late, self._late = self._late, []
+            for fn in late:
+                everything = [(t.name, p) for t in self.image.topics.values() for p in t.partitions]
+                try:
+                    result = fn(self.image, everything, [])
+                    if asyncio.iscoroutine(result):
+                        await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("cluster: metadata listener %r failed", fn)
             dirty, self._dirty = list(self._dirty), {}
             changed, self._pending_changed = list(self._pending_changed), {}
             deleted, self._pending_deleted = list(self._pending_deleted), {}
@@ -153,8 +177,8 @@ class ClusterRuntime:
             if topic is None or topic.topic_id != info.topic_id.bytes:
                 log.info("cluster: removing local topic %s: not in the cluster metadata", name)
                 self._dirty[name] = None
-        if self._dirty and (self._flush_task is None or self._flush_task.done()):
-            self._flush_task = asyncio.get_running_loop().create_task(self._flush(), name="cluster-image-flush")
+        if self._dirty:
+            self._schedule_flush()
 
     async def wait_for_topic(self, name: str, timeout_s: float, present: bool = True) -> bool:
         """Wait until the local view has (or no longer has) topic `name`."""
@@ -259,6 +283,7 @@ class ClusterRuntime:
                     self.caught_up_once.set()
                     await self._remove_strays()
                 if self._want_shut_down and resp.should_shut_down:
+                    log.info("cluster: controlled shutdown: the controller moved this broker's leaderships away")
                     self._should_shut_down.set()
                     return
             # faster while waiting to be unfenced or to shut down (Kafka: the same)

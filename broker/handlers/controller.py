@@ -9,6 +9,7 @@ active controller answers NOT_CONTROLLER (brokers retry at the new one).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections import Counter
 
@@ -23,6 +24,8 @@ from ...protocol.messages import (AllocateProducerIdsRequest, AllocateProducerId
 from ..context import RequestContext
 from ..registry import handles
 from ..topic_catalog import InvalidTopicNameError, validate_topic_name
+
+log = logging.getLogger(__name__)
 
 NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
@@ -139,6 +142,8 @@ async def handle_alter_partition(ctx: RequestContext, req: AlterPartitionRequest
                                    leader_epoch=info.leader_epoch, isr=list(info.isr), leader_recovery_state=0,
                                    partition_epoch=info.partition_epoch))
                 except ControllerError as exc:
+                    log.info("controller: AlterPartition from broker %d refused: error %d %s", req.broker_id,
+                             exc.code, exc.message or "")
                     parts.append(P(partition_index=p.partition_index, error_code=exc.code, leader_id=-1,
                                    leader_epoch=-1, isr=[], leader_recovery_state=0, partition_epoch=-1))
             out.append(T(topic_id=t.topic_id, partitions=parts))

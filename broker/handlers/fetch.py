@@ -59,6 +59,7 @@ class Wanted:
     denied: bool = False  # the principal may not READ the topic: TOPIC_AUTHORIZATION_FAILED
     last_fetched_epoch: int = -1  # a follower's (v12+)
     diverging: tuple[int, int] | None = None  # (epoch, end offset) a follower must truncate to (KIP-320)
+    error: int = 0  # found before reading (a follower's last fetched epoch the leader cannot place)
 
 
 @dataclass(slots=True)
@@ -133,8 +134,8 @@ def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
                 code = leader_epoch_error(w.current_leader_epoch)
             else:  # a cluster: only the leader answers, consumers up to the HW, followers up to the LEO
                 code = replicas.leader_error(w.topic, w.partition, w.current_leader_epoch)
-            if code:
-                out.append(_partition_error(w.partition, code, plog))
+            if code or w.error:
+                out.append(_partition_error(w.partition, code or w.error, plog))
                 errored = True
                 continue
             hw = plog.high_watermark
@@ -233,7 +234,11 @@ def _follower_positions(state: BrokerState, replica_id: int, wanted: list[Wanted
         if plog is None:
             continue
         if w.last_fetched_epoch >= 0:
-            diverging = plog.diverging_epoch(w.last_fetched_epoch, w.offset)
+            try:
+                diverging = plog.diverging_epoch(w.last_fetched_epoch, w.offset)
+            except Exception as exc:  # OFFSET_OUT_OF_RANGE: the follower asks for the log start / end
+                w.error = error_code(exc)
+                continue
             if diverging is not None:
                 w.diverging = (int(diverging[0]), int(diverging[1]))
                 continue

@@ -28,6 +28,10 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
     if (pid == -1) != (epoch == -1):
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ke.InvalidRequestError.errno,
                                       producer_id=-1, producer_epoch=-1)
+    if ctx.broker.cluster is not None and not await ctx.broker.producer_ids.ensure():
+        # a cluster: no producer id block from the controller yet (Kafka's RPCProducerIdManager)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ke.CoordinatorLoadInProgressError.errno,
+                                      producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         try:  # __transaction_state on first use, off the event loop (FindCoordinator usually made it)
             if req.transactional_id:

@@ -180,16 +180,18 @@ async def _wait_replicated(state: BrokerState, req: ProduceRequest, by_id: bool,
         name = topic_name_for_id(state, key) if by_id else key
         for i, part in enumerate(done):
             if isinstance(part, Appended):
-                waits.append((done, i, part, state.replicas.wait_replicated(
-                    name, part.index, part.last_offset + 1,
-                    req.timeout_ms)))
+                waits.append((done, i, part, state.replicas.wait_replicated(name, part.index, part.last_offset + 1,
+                                                                            req.timeout_ms)))
     if not waits:
         return True
     codes = await asyncio.gather(*(w[3] for w in waits))
     ok = True
     for (done, i, part, _w), code in zip(waits, codes):
-        if code:
-            done[i] = _error(part.index, code)
+        if code:  # as Kafka's DelayedProduce: the append's offsets stay, the error is set
+            done[i] = PartitionResponse(index=part.index, error_code=code, base_offset=part.base_offset,
+                                        log_append_time_ms=part.log_append_time_ms,
+                                        log_start_offset=part.log_start_offset, error_message=None,
+                                        record_errors=[])
             ok = False
     return ok
 

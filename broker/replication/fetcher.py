@@ -169,10 +169,14 @@ class Fetcher:
         plog = self.manager.state.catalog.partition_log(*tp)
         if tp not in self.partitions or s is None or plog is None or s.leader_epoch != epoch or s.is_leader:
             return  # leadership moved while the fetch was out: its answer no longer applies
-        if p.error_code == OFFSET_OUT_OF_RANGE:
+        if p.error_code == OFFSET_OUT_OF_RANGE:  # Kafka's handleOutOfRangeError
             if p.log_start_offset > plog.log_end_offset:
                 log.info("%s-%d: behind the leader's log start %d, starting there", *tp, p.log_start_offset)
                 plog.truncate_fully_and_start_at(p.log_start_offset)
+            elif 0 <= p.high_watermark < plog.log_end_offset:
+                log.info("%s-%d: past what leader %d can place, truncating %d -> its HW %d", *tp, self.source,
+                         plog.log_end_offset, p.high_watermark)
+                plog.truncate_to(p.high_watermark)
             else:
                 self._delay([tp])
             return
@@ -190,9 +194,9 @@ class Fetcher:
             return
         records = p.records
         if records:
-            result = plog.append_as_follower(records)
+            result = plog.begin_append_as_follower(records)  # big writes on the log dir's writer thread
             if inspect.isawaitable(result):
-                await result
+                await asyncio.shield(result)
         set_high_watermark(plog, min(p.high_watermark, plog.log_end_offset))
         if p.log_start_offset > plog.log_start_offset:
             try:

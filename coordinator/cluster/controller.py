@@ -106,11 +106,13 @@ class Controller:
             return Heartbeat(STALE_BROKER_EPOCH)
         self.sessions[broker_id] = now_ms + self.config.session_timeout_ms
         caught_up = metadata_offset >= broker_epoch and committed_offset > broker_epoch
-        if want_shut_down:
-            if not b.in_controlled_shutdown:
-                self._emit(r.broker_state(broker_id, fenced=b.fenced, in_controlled_shutdown=True))
+        if want_shut_down:  # controlled shutdown; once nothing is led by it, fenced (Kafka's SHUTDOWN_NOW)
+            if not b.in_controlled_shutdown and not b.fenced:
+                self._emit(r.broker_state(broker_id, fenced=False, in_controlled_shutdown=True))
                 self._leave_isrs(broker_id)
             led = any(p.leader == broker_id for t in self.image.topics.values() for p in t.partitions.values())
+            if not led and not self.image.brokers[broker_id].fenced:
+                self.fence(broker_id)
             return Heartbeat(NONE, caught_up, self.image.brokers[broker_id].fenced, should_shut_down=not led)
         if want_fence and not b.fenced:
             self.fence(broker_id)
@@ -274,7 +276,8 @@ class Controller:
             info = self.image.brokers.get(b)
             if b not in p.replicas or info is None or info.fenced or info.in_controlled_shutdown \
                     or (epoch != -1 and epoch != info.epoch):
-                raise ControllerError(INELIGIBLE_REPLICA)
+                raise ControllerError(INELIGIBLE_REPLICA, f"replica {b} ({info}) cannot join the ISR of "
+                                                          f"{t.name}-{partition} (replicas {list(p.replicas)})")
         if tuple(isr) != p.isr:
             self._emit(r.partition_change(_sid(t.topic_id), partition, isr=isr))
         return t.partitions[partition]

@@ -152,8 +152,10 @@ def test_controlled_shutdown_moves_leadership_first():
     c.create_topic("t", 3, 3, {})
     b = c.image.partition("t", 0).leader
     hb = c.heartbeat(b, epochs[b], 100, False, True, 100, 0)
-    assert hb.should_shut_down
+    assert hb.should_shut_down and hb.is_fenced  # nothing led by it any more: fenced (SHUTDOWN_NOW)
     assert all(p.leader != b and b not in p.isr for p in c.image.topics["t"].partitions.values())
+    # the next process of that broker registers at once (no live session of the old one)
+    assert c.register_broker(b, "next", [], None, 1, len(log.entries)) > epochs[b]
 
 
 def test_preferred_election():

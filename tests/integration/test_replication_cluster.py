@@ -1,0 +1,176 @@
+"""Partition replication between three `minikafka serve` processes (issue 16): acks=all on RF 3
+survives kill -9 of the partition leader (the new leader comes from the ISR, the idempotent producer
+goes on with its sequences, nothing acknowledged is lost or duplicated); min.insync.replicas refuses
+acks=all with NOT_ENOUGH_REPLICAS while a replica is down and a restarted replica rejoins the ISR; a
+former leader that appended records nobody else has truncates them (diverging epoch) when it comes
+back as a follower."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.cluster_harness import Cluster
+from tests.helpers import RawClient, build_batch, fetch_all, metadata_raw, produce_raw, wait_until
+
+from minikafka.storage.partition_log import PartitionLog
+
+pytestmark = [pytest.mark.minikafka_only,
+              pytest.mark.skipif(not hasattr(PartitionLog, "append_as_follower"),
+                                 reason="storage without append_as_follower (i16-store)")]
+
+NOT_ENOUGH_REPLICAS = 19
+CONFIG = {"replica.lag.time.max.ms": "1500", "broker.session.timeout.ms": "2000",
+          "broker.heartbeat.interval.ms": "200", "replica.fetch.wait.max.ms": "200",
+          "replica.fetch.backoff.ms": "100"}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, config=CONFIG).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def live_bootstrap(cluster: Cluster, down: set[int] = frozenset()) -> str:
+    return ",".join(cluster.nodes[n].bootstrap for n in cluster.ids if n not in down)
+
+
+def brokers_up(cluster: Cluster) -> bool:
+    try:
+        with RawClient(cluster.nodes[cluster.ids[0]].bootstrap, timeout=3.0) as c:
+            return len(metadata_raw(c).brokers) == len(cluster.ids)
+    except OSError:
+        return False
+
+
+def create_topic(cluster: Cluster, name: str, configs: dict[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    wait_until(lambda: brokers_up(cluster), timeout=30, what="every broker registered and unfenced")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 3, config=configs)])[name].result(timeout=30)
+
+
+def partition_view(cluster: Cluster, topic: str, down: set[int] = frozenset()) -> tuple[int, set[int]]:
+    """(leader, ISR) of partition 0 as a live node's Metadata answers."""
+    for n in cluster.ids:
+        if n in down:
+            continue
+        try:
+            with RawClient(cluster.nodes[n].bootstrap, timeout=3.0) as c:
+                t = metadata_raw(c, [topic]).topics[0]
+        except OSError:
+            continue
+        if t.error_code or not t.partitions:
+            continue
+        p = t.partitions[0]
+        return p.leader_id, set(p.isr_nodes)
+    return -1, set()
+
+
+def wait_isr(cluster: Cluster, topic: str, isr: set[int], down: set[int] = frozenset(), timeout: float = 20.0) -> int:
+    found = []
+
+    def ok() -> bool:
+        leader, got = partition_view(cluster, topic, down)
+        found[:] = [leader]
+        return leader in isr and got == isr
+    wait_until(ok, timeout=timeout, what=f"ISR of {topic} == {sorted(isr)}")
+    return found[0]
+
+
+def test_acks_all_survives_kill_9_of_the_leader_without_loss_or_duplicates(cluster):
+    from confluent_kafka import Producer
+    create_topic(cluster, "r", {"min.insync.replicas": "2"})
+    leader = wait_isr(cluster, "r", {1, 2, 3})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 2, "message.timeout.ms": 40000, "retry.backoff.ms": 50,
+                         "topic.metadata.refresh.interval.ms": 500, "socket.connection.setup.timeout.ms": 1000})
+    acked: list[bytes] = []
+    failed: list = []
+
+    def delivered(err, msg) -> None:
+        (failed.append(err) if err is not None else acked.append(msg.value()))
+
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set() and i < 3000:
+            try:
+                producer.produce("r", value=b"%d" % i, callback=delivered)
+                i += 1
+            except BufferError:
+                pass
+            producer.poll(0.002)
+    t = threading.Thread(target=produce)
+    t.start()
+    wait_until(lambda: len(acked) >= 300, timeout=20, what="300 acknowledged before the kill")
+    cluster.kill(leader)
+    survivors = {n for n in cluster.ids if n != leader}
+    new_leader = wait_isr(cluster, "r", survivors, down={leader}, timeout=30)
+    assert new_leader != leader
+    acked_at_kill = len(acked)
+    wait_until(lambda: len(acked) >= acked_at_kill + 300, timeout=30, what="300 more acknowledged by the new leader")
+    stop.set()
+    t.join()
+    assert producer.flush(40) == 0
+    assert not failed, failed  # no fatal error: the new leader continued the producer's sequences
+    values = [v for _o, _k, v in fetch_all(cluster.nodes[new_leader].bootstrap, "r")]
+    assert len(values) == len(set(values)), "duplicates in the log"
+    missing = set(acked) - set(values)
+    assert not missing, f"{len(missing)} acknowledged records lost"
+    assert len(acked) >= 600
+
+
+def test_min_insync_replicas_refuses_acks_all_until_the_restarted_replica_rejoins(cluster):
+    create_topic(cluster, "m", {"min.insync.replicas": "3"})
+    leader = wait_isr(cluster, "m", {1, 2, 3})
+    follower = next(n for n in cluster.ids if n != leader)
+    with RawClient(cluster.nodes[leader].bootstrap) as c:
+        assert produce_raw(c, "m", build_batch([b"a"]), acks=-1).error_code == 0
+    cluster.kill(follower)
+    rest = {n for n in cluster.ids if n != follower}
+    assert wait_isr(cluster, "m", rest, down={follower}) == leader
+    with RawClient(cluster.nodes[leader].bootstrap) as c:
+        assert produce_raw(c, "m", build_batch([b"b"]), acks=-1).error_code == NOT_ENOUGH_REPLICAS
+        assert produce_raw(c, "m", build_batch([b"c"]), acks=1).error_code == 0  # acks=1 needs no ISR
+    cluster.restart(follower)
+    assert wait_isr(cluster, "m", {1, 2, 3}) == leader
+    with RawClient(cluster.nodes[leader].bootstrap) as c:
+        assert produce_raw(c, "m", build_batch([b"d"]), acks=-1).error_code == 0
+    assert [v for _o, _k, v in fetch_all(cluster.nodes[leader].bootstrap, "m")] == [b"a", b"c", b"d"]
+
+
+def test_a_former_leader_truncates_what_only_it_had(cluster, tmp_path):
+    create_topic(cluster, "d", {"min.insync.replicas": "2"})
+    leader = wait_isr(cluster, "d", {1, 2, 3})
+    others = [n for n in cluster.ids if n != leader]
+    with RawClient(cluster.nodes[leader].bootstrap) as c:
+        assert produce_raw(c, "d", build_batch([b"kept"]), acks=-1).error_code == 0
+    for n in others:  # the followers stop: what the leader takes now only it has
+        cluster.pause(n)
+    with RawClient(cluster.nodes[leader].bootstrap) as c:
+        assert produce_raw(c, "d", build_batch([b"lost-1", b"lost-2"]), acks=1).error_code == 0
+    cluster.kill(leader)
+    for n in others:
+        cluster.resume(n)
+    new_leader = wait_isr(cluster, "d", set(others), down={leader}, timeout=30)
+    with RawClient(cluster.nodes[new_leader].bootstrap) as c:
+        assert produce_raw(c, "d", build_batch([b"new-1", b"new-2", b"new-3"]), acks=-1).error_code == 0
+    cluster.restart(leader)
+    wait_isr(cluster, "d", {1, 2, 3}, timeout=30)  # it can only rejoin after truncating
+    expected = [b"kept", b"new-1", b"new-2", b"new-3"]
+    assert [v for _o, _k, v in fetch_all(cluster.nodes[new_leader].bootstrap, "d")] == expected
+    # its own log: stop it and read the partition files
+    cluster.nodes[leader].stop()
+    from minikafka.storage.log_config import LogConfig
+    from minikafka.storage.partition_log import PartitionLog
+    from tests.helpers import decode_records
+    plog = PartitionLog(cluster.nodes[leader].data_dir / "d-0", LogConfig())
+    try:
+        assert [v for _o, _k, v in decode_records(plog.read(0, 1 << 20))] == expected
+    finally:
+        plog.close()
