@@ -72,8 +72,8 @@ class LeaderEpochCache:
 
     def __init__(self, directory: Path, entries: list[EpochEntry] | None = None) -> None:
         self.path = Path(directory) / LEADER_EPOCH_CHECKPOINT_FILE
-        self._entries: tuple[EpochEntry, ...] = ()
-        self._epochs: tuple[int, ...] = ()  # the entries' epochs, for bisect
+        # (entries, their epochs for bisect): one tuple, replaced whole, so readers see a consistent pair
+        self._state: tuple[tuple[EpochEntry, ...], tuple[int, ...]] = ((), ())
         self._dirty = False  # written since the last fsync
         if entries:
             self._set(_monotonic(entries))
@@ -108,8 +108,8 @@ class LeaderEpochCache:
 
     @property
     def latest_epoch(self) -> int:
-        """The newest epoch with an entry, UNDEFINED_EPOCH (-1) if none."""
-        entries = self._entries
+        """The newest epoch with an entry, UNDEFINED_EPOCH (-1) if none (on every append: kept cheap)."""
+        entries = self._state[0]
         return entries[-1].epoch if entries else UNDEFINED_EPOCH
 
     @property
@@ -122,7 +122,7 @@ class LeaderEpochCache:
         `epoch` and the start offset of the first epoch after it, or the log end offset when `epoch`
         is the latest. (-1, -1) for an undefined epoch or one newer than every entry; an epoch older
         than every entry answers (epoch, start offset of the first entry)."""
-        entries, epochs = self._entries, self._epochs
+        entries, epochs = self._state
         if epoch == UNDEFINED_EPOCH or not entries:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         if entries[-1].epoch == epoch:
@@ -202,10 +202,12 @@ class LeaderEpochCache:
         self._set(())
         self.write()
 
+    @property
+    def _entries(self) -> tuple[EpochEntry, ...]:
+        return self._state[0]
+
     def _set(self, entries: tuple[EpochEntry, ...]) -> None:
-        epochs = tuple(e.epoch for e in entries)
-        self._entries = entries  # readers snapshot this one tuple
-        self._epochs = epochs
+        self._state = (entries, tuple(e.epoch for e in entries))  # readers snapshot this one tuple
 
     # ---------------------------------------------------------------- files
 
