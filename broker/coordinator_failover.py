@@ -61,6 +61,7 @@ class CoordinatorFailover:
         self.state = state
         self._peers: dict[int, PeerClient] = {}
         self._loads: dict[int, asyncio.Task] = {}  # __consumer_offsets partition -> its loading task
+        self._deferred: set[asyncio.Task] = set()  # leaderships waiting for the metadata catch-up
         self.commit_timeout_ms = int(state.config.get("offsets.commit.timeout.ms") or 5000)
 
     # ------------------------------------------------------------------------ coordinators
@@ -83,6 +84,26 @@ class CoordinatorFailover:
         self.state.replicas.add_leadership_listener(self.on_leader, self.on_follower)
 
     def on_leader(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic not in (OFFSETS_TOPIC, TXN_TOPIC):
+            return
+        caught_up = getattr(self.state.cluster, "caught_up_once", None)
+        if caught_up is not None and not caught_up.is_set():
+            # a restarted node's image may be stale until it caught up with the metadata log: no
+            # coordinator may answer from it (e.g. offsets) before, so the load waits
+            task = asyncio.get_running_loop().create_task(self._lead_when_caught_up(caught_up, topic, partition,
+                                                                                     leader_epoch))
+            self._deferred.add(task)
+            task.add_done_callback(self._deferred.discard)
+            return
+        self._lead(topic, partition, leader_epoch)
+
+    async def _lead_when_caught_up(self, caught_up: asyncio.Event, topic: str, partition: int, epoch: int) -> None:
+        await caught_up.wait()
+        replicas = self.state.replicas
+        if not replicas.leader_error(topic, partition) and replicas.leader_epoch(topic, partition) == epoch:
+            self._lead(topic, partition, epoch)
+
+    def _lead(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic == OFFSETS_TOPIC:
             old = self._loads.pop(partition, None)
             if old is not None:
@@ -219,5 +240,5 @@ class CoordinatorFailover:
     def close(self) -> None:
         for peer in self._peers.values():
             peer.close()
-        for task in self._loads.values():
+        for task in [*self._loads.values(), *self._deferred]:
             task.cancel()

@@ -242,9 +242,10 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         syncs are answered NOT_COORDINATOR, so their members find the new coordinator)."""
         if self.owned is None:
             return
-        self.owned.pop(partition, None)
+        was = self.owned.pop(partition, None)
         self._forget_partition(partition)
-        log.info("resigned as coordinator of %s-%d", OFFSETS_TOPIC, partition)
+        if was is not None:
+            log.info("resigned as coordinator of %s-%d (epoch %d)", OFFSETS_TOPIC, partition, was)
 
     def _forget_partition(self, partition: int) -> None:
         self._loading.discard(partition)

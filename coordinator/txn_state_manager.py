@@ -164,10 +164,12 @@ class TxnStateManager:
         """This node no longer leads `partition`: its ids answer NOT_COORDINATOR from now on."""
         if self.owned is None:
             return
-        self.owned.pop(partition, None)
+        was = self.owned.pop(partition, None)
         self.cache.pop(partition, None)
         self.loading.discard(partition)
         self.append_end.pop(partition, None)
+        if was is not None:
+            log.info("resigned as coordinator of %s-%d (epoch %d)", TXN_TOPIC, partition, was)
 
     async def durable(self, transactional_id: str) -> int:
         """0 once this node's last append to the id's partition is replicated (at once on a single node);
