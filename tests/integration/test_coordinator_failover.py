@@ -24,32 +24,55 @@ from tests.helpers import RawClient, wait_until
 
 pytestmark = pytest.mark.minikafka_only
 
-CONFIG = {"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "3000",
-          "broker.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0",
+CONFIG = {"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "2000",
+          "broker.heartbeat.interval.ms": "400", "group.initial.rebalance.delay.ms": "0",
           "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
           "offsets.commit.timeout.ms": "3000"}
 TOPIC = "events"
+GROUP_TOPIC = "group-events"
 GROUP, TRANSACTION = 0, 1
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path, config=CONFIG).start()
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One cluster for the module: each test leaves all three nodes running with full ISRs."""
+    c = Cluster(tmp_path_factory.mktemp("coordinator-failover"), config=CONFIG).start()
     try:
-        admin = AdminClient({"bootstrap.servers": c.bootstrap})
-
-        def created() -> bool:  # RF 3 needs all three brokers registered
-            try:
-                admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(10)
-            except KafkaException as exc:
-                return exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
-            except Exception:  # no answer in time (no controller yet)
-                return False
-            return True
-        wait_until(created, timeout=30, interval=0.5, what="topic with replication factor 3")
+        create_topic(c, TOPIC)
         yield c
     finally:
         c.stop()
+
+
+def create_topic(cluster: Cluster, name: str) -> None:
+    """`name` with 3 partitions, replication factor 3, min.insync.replicas 2."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def created() -> bool:  # RF 3 needs all three brokers registered
+        try:
+            admin.create_topics([NewTopic(name, 3, 3, config={"min.insync.replicas": "2"})])[name].result(3)
+        except KafkaException as exc:
+            return exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+        except Exception:  # no answer in time (no controller yet)
+            return False
+        return True
+    wait_until(created, timeout=30, interval=0.5, what=f"{name} with replication factor 3")
+
+
+def restart_and_wait_in_sync(cluster: Cluster, dead: set[int]) -> None:
+    """Start the dead nodes again and wait until every partition has all three in its ISR."""
+    for n in sorted(dead):
+        cluster.restart(n)
+    dead.clear()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def in_sync() -> bool:
+        try:
+            topics = admin.list_topics(timeout=5).topics.values()
+        except KafkaException:
+            return False
+        return all(len(p.isrs) == 3 for t in topics for p in t.partitions.values())
+    wait_until(in_sync, timeout=30, interval=0.3, what="every replica back in sync")
 
 
 def live_bootstrap(cluster: Cluster, dead: set[int]) -> str:
@@ -107,12 +130,17 @@ def test_transactions_survive_the_coordinators_kill(cluster):
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "tx-failover",
                          "transaction.timeout.ms": "30000", "message.timeout.ms": "30000"})
     producer.init_transactions(30)
+    # consume-transform-produce: each transaction also commits an offset of group "eos" (TxnOffsetCommit
+    # through that group's coordinator, settled by the markers in its __consumer_offsets partition)
+    group = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "eos"})
     outcome: dict[str, bool] = {}
 
     def transaction(name: str, kill_before_commit: bool = False, kill_after_commit: bool = False) -> None:
         producer.begin_transaction()
         for i in range(6):
             producer.produce(TOPIC, value=f"{name}-{i}".encode(), partition=i % 3)
+        producer.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 100 + ord(name))],
+                                             group.consumer_group_metadata(), 30)
         producer.flush(30)
         node = coordinator(cluster, TRANSACTION, "tx-failover", dead)
         if kill_before_commit:
@@ -146,20 +174,27 @@ def test_transactions_survive_the_coordinators_kill(cluster):
     # all or nothing per transaction, and only committed ones
     assert seen == {n: 6 for n in committed}, (seen, outcome)
     assert len(values) == len(set(values))
-    producer.flush(5)
+    # the group's offset is the last committed transaction's, never an aborted one's
+    offsets = Consumer({"bootstrap.servers": live_bootstrap(cluster, dead), "group.id": "eos"})
+    (tp,) = offsets.committed([TopicPartition(TOPIC, 0)], 20)
+    assert tp.offset == 100 + ord(max(committed)), (tp, outcome)
+    offsets.close()
+    group.close()
+    restart_and_wait_in_sync(cluster, dead)
 
 
 def test_group_keeps_offsets_and_rebalances_after_its_coordinators_kill(cluster):
+    create_topic(cluster, GROUP_TOPIC)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(30):
-        producer.produce(TOPIC, value=f"first-{i}".encode(), partition=i % 3)
+        producer.produce(GROUP_TOPIC, value=f"first-{i}".encode(), partition=i % 3)
     assert producer.flush(30) == 0
 
     def member(name: str) -> Consumer:
         c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-failover", "client.id": name,
                       "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": "10000",
                       "heartbeat.interval.ms": "500", "fetch.wait.max.ms": 100})
-        c.subscribe([TOPIC])
+        c.subscribe([GROUP_TOPIC])
         return c
 
     first = member("first")
@@ -167,7 +202,7 @@ def test_group_keeps_offsets_and_rebalances_after_its_coordinators_kill(cluster)
     wait_until(lambda: got.extend(m.value() for m in first.consume(100, 0.5) if not m.error()) or len(got) >= 30,
                timeout=40, what="the first 30 records")
     first.commit(asynchronous=False)
-    committed = {tp.partition: tp.offset for tp in first.committed([TopicPartition(TOPIC, p) for p in range(3)], 10)}
+    committed = {tp.partition: tp.offset for tp in first.committed([TopicPartition(GROUP_TOPIC, p) for p in range(3)], 10)}
     assert sum(committed.values()) == 30
 
     node = coordinator(cluster, GROUP, "g-failover")
@@ -178,7 +213,7 @@ def test_group_keeps_offsets_and_rebalances_after_its_coordinators_kill(cluster)
 
     def offsets_kept() -> bool:
         try:
-            now = first.committed([TopicPartition(TOPIC, p) for p in range(3)], 5)
+            now = first.committed([TopicPartition(GROUP_TOPIC, p) for p in range(3)], 5)
         except KafkaException:
             return False
         return {tp.partition: tp.offset for tp in now} == committed
@@ -186,7 +221,7 @@ def test_group_keeps_offsets_and_rebalances_after_its_coordinators_kill(cluster)
 
     second = member("second")
     for i in range(30):
-        producer.produce(TOPIC, value=f"second-{i}".encode(), partition=i % 3)
+        producer.produce(GROUP_TOPIC, value=f"second-{i}".encode(), partition=i % 3)
     assert producer.flush(30) == 0
     later: list[bytes] = []
 
@@ -201,3 +236,4 @@ def test_group_keeps_offsets_and_rebalances_after_its_coordinators_kill(cluster)
     assert sorted(later) == sorted(f"second-{i}".encode() for i in range(30))
     first.close()
     second.close()
+    restart_and_wait_in_sync(cluster, dead)
