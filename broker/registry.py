@@ -89,6 +89,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     18: ApiEntry("api_versions", 0, 4),
     19: ApiEntry("controller", 2, 7),  # CreateTopics (forwarded by brokers; the active controller decides)
     20: ApiEntry("controller", 1, 6),  # DeleteTopics
+    33: ApiEntry("controller", 0, 2),  # AlterConfigs (topic overrides forwarded by brokers)
     37: ApiEntry("controller", 0, 3),  # CreatePartitions
     43: ApiEntry("controller", 0, 2),  # ElectLeaders
     52: ApiEntry("quorum", 0, 1),  # Vote

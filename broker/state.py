@@ -232,26 +232,16 @@ class BrokerState:
     async def _auto_create_on_cluster(self, name: str) -> TopicInfo | None:
         """A cluster: the active controller creates it (num.partitions, default.replication.factor; the
         internal topics as their coordinators ask); this node's view once its metadata has it."""
-        from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
-        from .cluster.runtime import ControllerUnavailableError
         if name in (OFFSETS_TOPIC, TXN_TOPIC):
             partitions = self.config.offsets_topic_partitions if name == OFFSETS_TOPIC else self.config.txn_state_partitions
             rf = int(self.config.get("offsets.topic.replication.factor" if name == OFFSETS_TOPIC
                                      else "transaction.state.log.replication.factor") or 1)
         else:
             partitions, rf = self.config.num_partitions, self.config.default_replication_factor
-        req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=rf, assignments=[], configs=[])],
-            timeout_ms=30000, validate_only=False)
-        try:
-            resp = await self.cluster.controller_request(req, 7, CreateTopicsResponse)
-        except ControllerUnavailableError:
-            return None
-        code = resp.topics[0].error_code
+        code = await self.cluster.create_topic(name, partitions, rf)
         if code not in (0, 36):  # created, or TOPIC_ALREADY_EXISTS (a concurrent creation)
             log.info("auto-create of %r refused by the controller: error %d", name, code)
             return None
-        await self.cluster.wait_for_topic(name, 5.0)
         return self.catalog.get(name)
 
     async def ensure_internal_topic(self, name: str) -> None:

@@ -130,12 +130,16 @@ class ActiveController:
         await asyncio.wait_for(fut, timeout_s)
 
     async def run(self, fn: Callable[[Controller], Any], timeout_s: float = 30.0) -> Any:
-        """`fn(controller)` now, then wait until the records it appended are committed; its result."""
+        """`fn(controller)` now, then wait until everything in the log when it returned is committed
+        — the records it appended, and (as Kafka's QuorumController) the uncommitted records its
+        answer may depend on, even when it appended none or refused — its result or its exception."""
         controller = self.active()
-        before = self.next_offset
-        result = fn(controller)
-        if self.next_offset > before:
+        try:
+            result = fn(controller)
+        except Exception:
             await self.committed(self.next_offset - 1, timeout_s)
+            raise
+        await self.committed(self.next_offset - 1, timeout_s)
         return result
 
     async def _tick_loop(self) -> None:

@@ -39,6 +39,7 @@ BROKER_ID_NOT_REGISTERED = 102
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 SHUTDOWN_WAIT_S = 5.0
+NO_QUORUM_WAIT_S = 1.0
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
@@ -194,6 +195,27 @@ class ClusterRuntime:
                 pass
         return True
 
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: dict[str, str] | None = None, timeout_s: float = 30.0) -> int:
+        """Create a topic through the active controller (e.g. an internal topic on first use) and wait
+        until this node's view has it; 0, or Kafka's error code (TOPIC_ALREADY_EXISTS 36 included: the
+        topic is then there, or about to be). REQUEST_TIMED_OUT without an answering controller."""
+        from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+        C = CreateTopicsRequest.CreatableTopic
+        req = CreateTopicsRequest(topics=[C(name=name, num_partitions=partitions, replication_factor=replication_factor,
+                                            assignments=[], configs=[C.CreatableTopicConfig(name=k, value=v)
+                                                                     for k, v in (configs or {}).items()])],
+                                  timeout_ms=int(timeout_s * 1000), validate_only=False)
+        try:
+            resp = await self.controller_request(req, 7, CreateTopicsResponse, timeout_s=timeout_s,
+                                                 not_controller=lambda r: r.topics[0].error_code == NOT_CONTROLLER)
+        except ControllerUnavailableError:
+            return 7
+        code = resp.topics[0].error_code
+        if code in (0, 36):
+            await self.wait_for_topic(name, timeout_s)
+        return code
+
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(self._lifecycle(), name="broker-lifecycle"))
@@ -204,15 +226,31 @@ class ClusterRuntime:
         if it came."""
         if self.broker_epoch < 0 or not self._tasks or self._tasks[0].done():
             return False
+        if not any(self.node_id in p.replicas and (p.leader == self.node_id or self.node_id in p.isr)
+                   for t in self.image.topics.values() for p in t.partitions.values()):
+            return True  # leads nothing, in no ISR: nothing to move
         if timeout_s is None:
             timeout_s = min(SHUTDOWN_WAIT_S, 4 * self.heartbeat_interval_s + 0.5)
         self._want_shut_down = True
-        try:
-            await asyncio.wait_for(self._should_shut_down.wait(), timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            log.warning("cluster: no shouldShutDown from the controller within %.0f s", timeout_s)
-            return False
+        deadline = time.monotonic() + timeout_s
+        leaderless_since = None
+        while not self._should_shut_down.is_set():
+            now = time.monotonic()
+            if self.driver.node.leader is None:  # no quorum (the last nodes going): nobody can move anything
+                leaderless_since = leaderless_since or now
+                if now - leaderless_since > NO_QUORUM_WAIT_S:
+                    log.warning("cluster: controlled shutdown without an active controller: stopping anyway")
+                    return False
+            else:
+                leaderless_since = None
+            if now >= deadline:
+                log.warning("cluster: no shouldShutDown from the controller within %.0f s", timeout_s)
+                return False
+            try:
+                await asyncio.wait_for(self._should_shut_down.wait(), 0.05)
+            except asyncio.TimeoutError:
+                pass
+        return True
 
     async def stop(self) -> None:
         for task in self._tasks:

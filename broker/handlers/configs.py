@@ -6,6 +6,7 @@ default, our node id the per-broker layer. GROUP resources are the group configs
 """
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -256,12 +257,16 @@ def _apply_incremental(current: dict[str, str], effective: dict[str, str], chang
     return updated
 
 
-def _alter_topic(state: BrokerState, name: str, new_configs: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+def _alter_topic(state: BrokerState, name: str, new_configs: dict[str, str], validate_only: bool,
+                 topic_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
     if state.catalog.get(name) is None:
         return ke.UnknownTopicOrPartitionError.errno, f"Topic {name} does not exist"
     try:
         LogConfig.from_props(new_configs, state.config.log_config)
-        if not validate_only:
+        if topic_changes is not None:  # a cluster: the active controller records it (`_commit_topic_changes`)
+            if not validate_only:
+                topic_changes[name] = dict(new_configs)
+        elif not validate_only:
             state.catalog.set_configs(name, new_configs)
     except Exception as exc:
         return error_code(exc), error_message(exc)
@@ -299,8 +304,8 @@ def _ops(configs) -> Iterable[tuple[str, int, str | None]]:
     return [(c.name, c.config_operation, c.value) for c in configs]
 
 
-def _incremental_one(state: BrokerState, r, validate_only: bool,
-                     group_changes: dict[str, dict[str, str]]) -> tuple[int, str | None]:
+def _incremental_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
+                     topic_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
     try:
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
@@ -317,7 +322,7 @@ def _incremental_one(state: BrokerState, r, validate_only: bool,
         overrides = info.configs if info else {}
         effective = LogConfig.from_props(overrides, state.config.log_config).to_props()
         updated = _apply_incremental(overrides, effective, r.configs)
-        return _alter_topic(state, r.resource_name, updated, validate_only)
+        return _alter_topic(state, r.resource_name, updated, validate_only, topic_changes)
     except ConfigRequestError as exc:
         return exc.code, str(exc)
     except ValueError as exc:
@@ -330,18 +335,21 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
     errors = _preprocess(req.resources, DELETE)
     out = []
     group_changes: dict[str, dict[str, str]] = {}  # each resource appears once (preprocess)
+    topic_changes = {} if ctx.broker.cluster is not None else None
     async with ctx.broker.group_configs.lock:
         for i, r in enumerate(req.resources):
             code, msg = errors[i] if i in errors else _refused(ctx, r, acl.ALTER_CONFIGS) or \
-                _incremental_one(ctx.broker, r, req.validate_only, group_changes)
+                _incremental_one(ctx.broker, r, req.validate_only, group_changes, topic_changes)
             out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         await ctx.broker.group_configs.commit(group_changes)
+    if topic_changes:
+        await _commit_topic_changes(ctx.broker, topic_changes, out)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
-def _alter_one(state: BrokerState, r, validate_only: bool,
-               group_changes: dict[str, dict[str, str]]) -> tuple[int, str | None]:
+def _alter_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
+               topic_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
     props = {c.name: c.value for c in r.configs}
     try:
         if r.resource_type == BROKER_CONFIG:
@@ -355,7 +363,34 @@ def _alter_one(state: BrokerState, r, validate_only: bool,
             return 0, None
     except ConfigRequestError as exc:
         return exc.code, str(exc)
-    return _alter_topic(state, r.resource_name, props, validate_only)
+    return _alter_topic(state, r.resource_name, props, validate_only, topic_changes)
+
+
+async def _commit_topic_changes(state: BrokerState, changes: dict[str, dict[str, str]], out: list) -> None:
+    """A cluster: the topics' new overrides go to the active controller as one AlterConfigs (full
+    replacement per topic); its per-topic errors replace ours; this node waits (bounded) until its
+    metadata shows them, so a DescribeConfigs here right after sees the change."""
+    from ..cluster.runtime import ControllerUnavailableError
+    R = AlterConfigsRequest.AlterConfigsResource
+    req = AlterConfigsRequest(resources=[R(resource_type=TOPIC_CONFIG, resource_name=name, configs=[
+        R.AlterableConfig(name=k, value=v) for k, v in sorted(props.items())]) for name, props in changes.items()],
+        validate_only=False)
+    try:
+        resp = await state.cluster.controller_request(req, 2, AlterConfigsResponse, not_controller=lambda r: bool(
+            r.responses) and all(x.error_code == 41 for x in r.responses))
+        answers = {x.resource_name: (x.error_code, x.error_message) for x in resp.responses}
+    except ControllerUnavailableError:
+        answers = {name: (ke.RequestTimedOutError.errno, "No active controller answered in time.") for name in changes}
+    for o in out:
+        if o.resource_type == TOPIC_CONFIG and o.resource_name in changes:
+            o.error_code, o.error_message = answers.get(o.resource_name, (-1, "No answer from the controller for this topic"))
+    deadline = asyncio.get_running_loop().time() + 5.0
+    for name, props in changes.items():
+        while answers.get(name, (1,))[0] == 0 and asyncio.get_running_loop().time() < deadline:
+            info = state.catalog.get(name)
+            if info is None or info.configs == props:
+                break
+            await asyncio.sleep(0.02)
 
 
 @handles(AlterConfigsRequest, AlterConfigsResponse, 0, 2)
@@ -363,11 +398,14 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
     errors = _preprocess(req.resources, None)
     out = []
     group_changes: dict[str, dict[str, str]] = {}
+    topic_changes = {} if ctx.broker.cluster is not None else None
     async with ctx.broker.group_configs.lock:
         for i, r in enumerate(req.resources):
             code, msg = errors[i] if i in errors else _refused(ctx, r, acl.ALTER_CONFIGS) or \
-                _alter_one(ctx.broker, r, req.validate_only, group_changes)
+                _alter_one(ctx.broker, r, req.validate_only, group_changes, topic_changes)
             out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         await ctx.broker.group_configs.commit(group_changes)
+    if topic_changes:
+        await _commit_topic_changes(ctx.broker, topic_changes, out)
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections import Counter
 
-from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
                                   CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
                                   ElectLeadersRequest, ElectLeadersResponse)
 
@@ -36,6 +36,7 @@ BROKER_ID_NOT_REGISTERED = 102
 INVALID_TOPIC = 17
 INVALID_CONFIG = 40
 UNKNOWN_TOPIC_ID = 100
+TOPIC_RESOURCE = 2
 METADATA_TOPIC = "__cluster_metadata"
 COMMIT_TIMEOUT_S = 30.0
 ZERO_UUID = uuid.UUID(int=0)
@@ -323,3 +324,38 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) ->
     if code:
         return elect_leaders_response(req, ctx.api_version, lambda _t, _p: code, top_error=code)
     return elect_leaders_response(req, ctx.api_version, lambda t, p: errors.get((t, p), 3), partitions=wanted)
+
+
+@handles(AlterConfigsRequest, AlterConfigsResponse, 0, 2, controller=True)
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    """Topic overrides forwarded by brokers (each resource: the topic's complete new overrides)."""
+    from ..errors import error_code, error_message
+    R = AlterConfigsResponse.AlterConfigsResourceResponse
+    active = _active(ctx)
+    out = []
+    for r in req.resources:
+        def answer(code: int, message: str | None = None, r=r) -> None:
+            out.append(R(error_code=code, error_message=message, resource_type=r.resource_type,
+                         resource_name=r.resource_name))
+        if active is None or active.controller is None:
+            answer(NOT_CONTROLLER)
+            continue
+        if r.resource_type != TOPIC_RESOURCE:
+            answer(INVALID_REQUEST, "Only topic configs are altered through the controller here")
+            continue
+        props = {c.name: c.value for c in r.configs}
+        try:
+            _check_configs(ctx, props)
+        except Exception as exc:
+            answer(error_code(exc), error_message(exc))
+            continue
+        if req.validate_only:
+            answer(0)
+            continue
+        try:
+            _r, code = await _run(ctx, lambda c, name=r.resource_name, props=props: c.set_topic_configs(name, props))
+        except ControllerError as exc:
+            answer(exc.code, exc.message)
+            continue
+        answer(code)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=out)

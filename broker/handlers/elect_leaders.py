@@ -4,8 +4,8 @@ A single node leads every partition it has, its only replica: each named partiti
 ELECTION_NOT_NEEDED (UNKNOWN_TOPIC_OR_PARTITION if it does not exist). On a cluster the request goes
 to the active controller (broker/handlers/controller.py), which moves leadership to the first replica
 when that replica is in the ISR and alive (PREFERRED_LEADER_NOT_AVAILABLE otherwise). As Kafka's
-controller, a request for all partitions (null) lists only the partitions not already led by their
-preferred replica.
+controller, a request for all partitions (null) lists every topic but only the partitions not already
+led by their preferred replica.
 """
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ from ..registry import handles
 UNKNOWN_TOPIC_OR_PARTITION = 3
 ELECTION_NOT_NEEDED = 84
 CLUSTER_AUTHORIZATION_FAILED = 31
-MESSAGES = {UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-            ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+MESSAGES = {ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
             80: "The preferred leader was not available.", 41: "This is not the correct controller for this cluster.",
             CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.", 7: "The request timed out."}
 
@@ -39,9 +38,10 @@ def elect_leaders_response(req: ElectLeadersRequest, version: int, error_of: Cal
     for topic, p in partitions:
         code = error_of(topic, p)
         if req.topic_partitions is None and code == ELECTION_NOT_NEEDED:
+            by_topic.setdefault(topic, [])  # Kafka 4.3 still lists the topic, with no partitions
             continue
-        by_topic.setdefault(topic, []).append(P(partition_id=p, error_code=code,
-                                                error_message=MESSAGES.get(code) if code else None))
+        message = f"No such partition as {topic}-{p}" if code == UNKNOWN_TOPIC_OR_PARTITION else MESSAGES.get(code)
+        by_topic.setdefault(topic, []).append(P(partition_id=p, error_code=code, error_message=message if code else None))
     return ElectLeadersResponse(throttle_time_ms=0, error_code=top_error if version >= 1 else 0,
                                 replica_election_results=[R(topic=t, partition_result=ps) for t, ps in by_topic.items()])
 

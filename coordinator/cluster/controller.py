@@ -253,6 +253,17 @@ class Controller:
         for index, replicas in sorted(plan.items()):
             self._emit(self._new_partition(_sid(t.topic_id), index, replicas))
 
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Make the topic's overrides exactly `configs` (validated by the caller): a Config record per
+        changed key (value null = deleted)."""
+        t = self.image.topics.get(name)
+        if t is None:
+            raise ControllerError(UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        current = dict(t.configs)
+        for key in sorted(set(current) | set(configs)):
+            if current.get(key) != configs.get(key):
+                self._emit(r.config(r.TOPIC_RESOURCE, name, key, configs.get(key)))
+
     # -- partitions -----------------------------------------------------------------------------------
     def alter_partition(self, broker_id: int, topic_id: bytes, partition: int, leader_epoch: int,
                         partition_epoch: int, new_isr: list[tuple[int, int]]) -> PartitionInfo:
