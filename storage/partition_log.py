@@ -146,6 +146,7 @@ class PartitionLog:
         self._pending_bytes = 0  # their bytes, all in the active segment (a roll drains them first)
         self._write_failed = False  # set by the writer thread; the pending writes after it are skipped
         self._rewinding = False
+        self._truncating = False  # truncate_to_async: a worker owns the log; writers are refused
         loaded = LeaderEpochCache.load(self.dir)
         self._epochs = loaded if loaded is not None else LeaderEpochCache(self.dir)
         self._rebuild_epochs = loaded is None  # no checkpoint: rebuilt from every batch header below
@@ -206,6 +207,8 @@ class PartitionLog:
         """Owner thread: move the high watermark to `offset` clamped to [log start, log end offset];
         it never moves back (only truncation lowers it). Makes the log `replicated`. True if it
         advanced; then the append listeners are told (fetches waiting for it)."""
+        if self._truncating:
+            return False
         new = self._clamp_hw(offset)
         old = self._hw
         if old is not None and new <= old:
@@ -557,6 +560,8 @@ class PartitionLog:
     def _prepare_follower(self, view: memoryview) -> _Prepared:
         """Check a part of a follower append (whole batches) against the log and collect its producer
         state and new epochs; touches no state."""
+        if self._truncating:
+            raise KafkaStorageError(f"{self.dir.name} is being truncated")
         expected = self._next_offset
         producers: dict[int, ProducerAppendInfo] = {}
         completed_txns: list[CompletedTxn] | None = None
@@ -657,6 +662,23 @@ class PartitionLog:
         if self._hw is not None and self._hw > self._leo:
             self._hw = self._leo
         return True
+
+    async def truncate_to_async(self, offset: int) -> bool:
+        """Owner thread: `truncate_to` in a worker thread (it replays producer state, which grows with
+        the log), pending writes drained first. Until it is done the log refuses appends, follower
+        appends and DeleteRecords (KafkaStorageError), and skips retention, flush.ms, compaction
+        installs and high watermark updates; reads go on. The caller (the replica manager) keeps
+        other truncations and `close` away meanwhile (a second call while one runs returns False)."""
+        if self._truncating:
+            return False
+        self.drain_writes()
+        if offset >= self._leo:
+            return self.truncate_to(offset)  # no data to remove: only the epoch cache's end
+        self._truncating = True
+        try:
+            return await asyncio.to_thread(self.truncate_to, offset)
+        finally:
+            self._truncating = False
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every batch and start the log empty at `offset` (log start = log end = `offset`):
@@ -802,6 +824,8 @@ class PartitionLog:
                  validated: bool, transaction_version: int = 0) -> "_Prepared | AppendInfo":
         """Validate and assign offsets from the next free one (patching `records` or a copy); a
         duplicate of one of the producer's last batches -> its original AppendInfo. Touches no state."""
+        if self._truncating:
+            raise KafkaStorageError(f"{self.dir.name} is being truncated")
         cfg = self._config
         headers = validate_batches(records)
         for pos, header in headers:
@@ -946,6 +970,8 @@ class PartitionLog:
 
     def maybe_flush(self, now_ms: int | None = None) -> None:
         """flush.ms check for a periodic timer (appends check it too)."""
+        if self._truncating:
+            return
         now_ms = self._now_ms() if now_ms is None else now_ms
         if self._unflushed and now_ms - self._last_flush_ms >= self._config.flush_ms:
             self._fsync()
@@ -1049,6 +1075,8 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset to `offset` (HIGH_WATERMARK = -1 means the high
         watermark), delete segments wholly below it, return the new log start offset."""
+        if self._truncating:
+            raise KafkaStorageError(f"{self.dir.name} is being truncated")
         self.drain_writes()
         if offset == HIGH_WATERMARK:
             offset = self.high_watermark
@@ -1065,7 +1093,10 @@ class PartitionLog:
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole oldest segments breaching retention.ms / retention.bytes (cleanup.policy
-        delete) or the log start offset; returns how many segments were deleted."""
+        delete) or the log start offset; returns how many segments were deleted (none while a
+        truncation runs in a worker)."""
+        if self._truncating:
+            return 0
         self.drain_writes()
         now_ms = self._now_ms() if now_ms is None else now_ms
         self._purge_graveyard(now_ms)
@@ -1141,7 +1172,9 @@ class PartitionLog:
         """Log compaction (storage/compaction.py): swap the inactive segment `old` for its cleaned
         copy with the same base offset. `install` moves the cleaned files over old's paths; readers
         holding `old` keep its open descriptors until file.delete.delay.ms. Returns False, doing
-        nothing, if `old` is no longer an inactive segment of this log."""
+        nothing, if `old` is no longer an inactive segment of this log (or a truncation is running)."""
+        if self._truncating:
+            return False
         self.drain_writes()
         segments = list(self._view[0])
         if old.deleted or not any(seg is old for seg in segments[:-1]):

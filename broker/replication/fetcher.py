@@ -57,6 +57,7 @@ class Fetcher:
         self.task: asyncio.Task | None = None
         self._changed = asyncio.Event()
         self._client: PeerClient | None = None
+        self.truncating: asyncio.Task | None = None  # awaited at shutdown: the logs close after it
         self._address: tuple[str, int] | None = None
 
     def start(self) -> None:
@@ -158,6 +159,11 @@ class Fetcher:
                            forgotten_topics_data=[], rack_id="")
         return req, epochs
 
+    async def _truncate(self, plog: PartitionLog, offset: int) -> None:
+        """Truncate in a worker thread (storage's truncate_to_async); a cancelled fetcher lets it finish."""
+        self.truncating = asyncio.get_running_loop().create_task(plog.truncate_to_async(offset))
+        await asyncio.shield(self.truncating)
+
     def _delay(self, tps: list[TopicPartition]) -> None:
         at = time.monotonic() + self.backoff_ms / 1000
         for tp in tps:
@@ -176,7 +182,7 @@ class Fetcher:
             elif 0 <= p.high_watermark < plog.log_end_offset:
                 log.info("%s-%d: past what leader %d can place, truncating %d -> its HW %d", *tp, self.source,
                          plog.log_end_offset, p.high_watermark)
-                plog.truncate_to(p.high_watermark)
+                await self._truncate(plog, p.high_watermark)
             else:
                 self._delay([tp])
             return
@@ -190,7 +196,7 @@ class Fetcher:
             if target < plog.log_end_offset:
                 log.info("%s-%d: diverged from leader %d at epoch %d end %d: truncating %d -> %d", *tp,
                          self.source, diverging.epoch, diverging.end_offset, plog.log_end_offset, target)
-                plog.truncate_to(target)
+                await self._truncate(plog, target)
             return
         records = p.records
         if records:

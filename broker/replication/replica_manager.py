@@ -152,7 +152,7 @@ class ReplicaManager:
         if not s.update_follower(replica, min(fetch_offset, leo), leo, _now_ms()):
             return
         self._maybe_advance(s, plog)
-        if s.isr_change_allowed() and s.can_join_isr(replica):
+        if s.isr_change_allowed() and s.can_join_isr(replica) and self._eligible(replica):
             self._propose_isr(s, (*s.isr, replica))
 
     def appended(self, topic: str, partition: int) -> None:
@@ -162,6 +162,11 @@ class ReplicaManager:
             plog = self.state.catalog.partition_log(topic, partition)
             if plog is not None:
                 self._maybe_advance(s, plog)
+
+    def _eligible(self, replica: int) -> bool:
+        """May join an ISR (Kafka's isReplicaIsrEligible): registered, not fenced, not shutting down."""
+        info = self.cluster.image.brokers.get(replica)
+        return info is not None and not info.fenced and not info.in_controlled_shutdown
 
     def _maybe_advance(self, s: PartitionState, plog: PartitionLog) -> None:
         if s.advance_hw(plog.log_end_offset):
@@ -261,6 +266,8 @@ class ReplicaManager:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        truncating = [f.truncating for f in self._fetchers.values() if f.truncating is not None]
+        await asyncio.gather(*truncating, return_exceptions=True)
         for f in self._fetchers.values():
             f.close()
         for tp in list(self._waiters):

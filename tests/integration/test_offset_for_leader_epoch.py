@@ -8,7 +8,7 @@ import kafka.errors as ke
 import pytest
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
-from tests.helpers import RawClient, build_batch, produce_raw, wait_topic_ready
+from tests.helpers import RawClient, build_batch, metadata_raw, produce_raw, wait_topic_ready
 
 T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 P = T.OffsetForLeaderPartition
@@ -61,3 +61,25 @@ def test_current_leader_epoch_is_checked(bootstrap) -> None:
     unknown = ke.UnknownTopicOrPartitionError.errno
     assert ask(bootstrap, "olep-missing", 0) == (unknown, -1, -1)
     assert ask(bootstrap, TOPIC, 0, partition=5) == (unknown, -1, -1)
+
+
+@pytest.mark.minikafka_only
+def test_checkpoint_file_as_kafka_writes_it_and_restarts(broker_factory) -> None:
+    """The partition's leader-epoch-checkpoint holds the bytes Apache Kafka 4.3.1 writes for the same
+    history (checked against the oracle's log dir: "0\\n1\\n0 0\\n" after producing to a new topic);
+    the answers survive a SIGTERM and a kill -9."""
+    broker = broker_factory()
+    with RawClient(broker.bootstrap) as c:
+        metadata_raw(c, ["olep-restart"], auto_create=True)
+        assert produce_raw(c, "olep-restart", build_batch([b"a"] * 3)).error_code == 0
+    path = broker.data_dir / "olep-restart-0" / "leader-epoch-checkpoint"
+    assert path.read_bytes() == b"0\n1\n0 0\n"
+    assert broker.stop() == 0
+    broker.start()
+    assert ask(broker.bootstrap, "olep-restart", 0) == (0, 0, 3)
+    with RawClient(broker.bootstrap) as c:
+        assert produce_raw(c, "olep-restart", build_batch([b"b"] * 2)).error_code == 0
+    broker.kill()
+    broker.start()
+    assert ask(broker.bootstrap, "olep-restart", 0) == (0, 0, 5)
+    assert path.read_bytes() == b"0\n1\n0 0\n"

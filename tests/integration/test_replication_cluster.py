@@ -7,6 +7,7 @@ back as a follower."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -25,13 +26,27 @@ CONFIG = {"replica.lag.time.max.ms": "1500", "broker.session.timeout.ms": "2000"
           "replica.fetch.backoff.ms": "100"}
 
 
+@pytest.fixture(scope="module")
+def shared():
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as root:
+        c = Cluster(Path(root), config=CONFIG).start()
+        try:
+            yield c
+        finally:
+            c.stop()
+
+
 @pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path, config=CONFIG).start()
-    try:
-        yield c
-    finally:
-        c.stop()
+def cluster(shared):
+    """One three-node cluster for the module (start-up is most of the cost); each test gets it with
+    every node up and registered, and restarts what it killed."""
+    for n, node in shared.nodes.items():
+        if not node.alive():
+            shared.restart(n)
+    wait_until(lambda: brokers_up(shared), timeout=30, what="every broker registered and unfenced")
+    return shared
 
 
 def live_bootstrap(cluster: Cluster, down: set[int] = frozenset()) -> str:
@@ -53,31 +68,31 @@ def create_topic(cluster: Cluster, name: str, configs: dict[str, str]) -> None:
     admin.create_topics([NewTopic(name, 1, 3, config=configs)])[name].result(timeout=30)
 
 
-def partition_view(cluster: Cluster, topic: str, down: set[int] = frozenset()) -> tuple[int, set[int]]:
-    """(leader, ISR) of partition 0 as a live node's Metadata answers."""
-    for n in cluster.ids:
-        if n in down:
-            continue
-        try:
-            with RawClient(cluster.nodes[n].bootstrap, timeout=3.0) as c:
-                t = metadata_raw(c, [topic]).topics[0]
-        except OSError:
-            continue
-        if t.error_code or not t.partitions:
-            continue
-        p = t.partitions[0]
-        return p.leader_id, set(p.isr_nodes)
-    return -1, set()
+def partition_view(cluster: Cluster, topic: str, n: int) -> tuple[int, frozenset[int]]:
+    """(leader, ISR) of partition 0 as node n's Metadata answers; (-1, set()) if it cannot say."""
+    try:
+        with RawClient(cluster.nodes[n].bootstrap, timeout=3.0) as c:
+            t = metadata_raw(c, [topic]).topics[0]
+    except OSError:
+        return -1, frozenset()
+    if t.error_code or not t.partitions:
+        return -1, frozenset()
+    p = t.partitions[0]
+    return p.leader_id, frozenset(p.isr_nodes)
 
 
 def wait_isr(cluster: Cluster, topic: str, isr: set[int], down: set[int] = frozenset(), timeout: float = 20.0) -> int:
+    """Wait until every live node names the same leader (in `isr`) and ISR `isr`; the leader."""
     found = []
 
     def ok() -> bool:
-        leader, got = partition_view(cluster, topic, down)
+        views = {partition_view(cluster, topic, n) for n in cluster.ids if n not in down}
+        if len(views) != 1:
+            return False
+        leader, got = views.pop()
         found[:] = [leader]
         return leader in isr and got == isr
-    wait_until(ok, timeout=timeout, what=f"ISR of {topic} == {sorted(isr)}")
+    wait_until(ok, timeout=timeout, what=f"ISR of {topic} == {sorted(isr)} on every live node")
     return found[0]
 
 
@@ -130,7 +145,8 @@ def test_min_insync_replicas_refuses_acks_all_until_the_restarted_replica_rejoin
     leader = wait_isr(cluster, "m", {1, 2, 3})
     follower = next(n for n in cluster.ids if n != leader)
     with RawClient(cluster.nodes[leader].bootstrap) as c:
-        assert produce_raw(c, "m", build_batch([b"a"]), acks=-1).error_code == 0
+        code = produce_raw(c, "m", build_batch([b"a"]), acks=-1).error_code
+        assert code == 0, code
     cluster.kill(follower)
     rest = {n for n in cluster.ids if n != follower}
     assert wait_isr(cluster, "m", rest, down={follower}) == leader
@@ -144,7 +160,7 @@ def test_min_insync_replicas_refuses_acks_all_until_the_restarted_replica_rejoin
     assert [v for _o, _k, v in fetch_all(cluster.nodes[leader].bootstrap, "m")] == [b"a", b"c", b"d"]
 
 
-def test_a_former_leader_truncates_what_only_it_had(cluster, tmp_path):
+def test_a_former_leader_truncates_what_only_it_had(cluster):
     create_topic(cluster, "d", {"min.insync.replicas": "2"})
     leader = wait_isr(cluster, "d", {1, 2, 3})
     others = [n for n in cluster.ids if n != leader]
@@ -152,6 +168,7 @@ def test_a_former_leader_truncates_what_only_it_had(cluster, tmp_path):
         assert produce_raw(c, "d", build_batch([b"kept"]), acks=-1).error_code == 0
     for n in others:  # the followers stop: what the leader takes now only it has
         cluster.pause(n)
+    time.sleep(0.5)  # their long-polls still waiting on the leader end (replica.fetch.wait.max.ms) empty
     with RawClient(cluster.nodes[leader].bootstrap) as c:
         assert produce_raw(c, "d", build_batch([b"lost-1", b"lost-2"]), acks=1).error_code == 0
     cluster.kill(leader)
@@ -162,6 +179,7 @@ def test_a_former_leader_truncates_what_only_it_had(cluster, tmp_path):
         assert produce_raw(c, "d", build_batch([b"new-1", b"new-2", b"new-3"]), acks=-1).error_code == 0
     cluster.restart(leader)
     wait_isr(cluster, "d", {1, 2, 3}, timeout=30)  # it can only rejoin after truncating
+    assert "diverged from leader" in cluster.nodes[leader].log_path.read_text()
     expected = [b"kept", b"new-1", b"new-2", b"new-3"]
     assert [v for _o, _k, v in fetch_all(cluster.nodes[new_leader].bootstrap, "d")] == expected
     # its own log: stop it and read the partition files

@@ -43,9 +43,9 @@ def state(plog: PartitionLog) -> tuple:
 def reference(open_log, name: str, data: bytes, end: int) -> PartitionLog:
     """A log that only received the batches of `data` ending at or before `end`."""
     ref = open_log(name, **SEG)
-    keep = b"".join(data[pos:pos + h.size] for pos, h in split_batches(data) if h.last_offset < end)
-    if keep:
-        ref.append_as_follower(keep)
+    for pos, h in split_batches(data):
+        if h.last_offset < end:  # one batch at a time, as the leader appended them (the LSO an aborted
+            ref.append_as_follower(data[pos:pos + h.size])  # transaction's index entry records)
     return ref
 
 
@@ -204,3 +204,91 @@ def test_torn_truncation_of_the_log_file_is_recovered(open_log) -> None:
     assert again.log_end_offset == batches[6][1].base_offset == 6
     assert again.leader_epoch_cache.epoch_entries() == [E(0, 0), E(1, 4)]
     assert all(e.start_offset < again.log_end_offset for e in again.leader_epoch_cache.epoch_entries())
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_logs_truncate_like_their_prefix(open_log, seed: int) -> None:
+    """Random logs (sizes, epochs, idempotent and transactional producers, markers, segment sizes) cut at
+    random offsets, twice in a row, equal a log that only ever had the prefix; also after a reopen."""
+    import random
+    rng = random.Random(seed)
+    cfg = dict(segment_bytes=rng.choice([400, 1000, 100_000]), index_interval_bytes=rng.choice([1, 100, 4096]))
+    plog = open_log("t-0", **cfg)
+    epoch, seqs, open_txn = 0, {7: 0, 8: 0, 9: 0}, set()
+    for _ in range(rng.randint(5, 30)):
+        if rng.random() < 0.2:
+            epoch += rng.randint(1, 2)
+        kind = rng.random()
+        if kind < 0.3:
+            plog.append(build_batch(rng.randint(1, 4), value_size=rng.randint(1, 60)), leader_epoch=epoch)
+        elif kind < 0.8:
+            pid = rng.choice([7, 8, 9])
+            n = rng.randint(1, 3)
+            txn = pid != 7
+            plog.append(txn_batch(pid, 0, seqs[pid], n, transactional=txn), leader_epoch=epoch)
+            seqs[pid] += n
+            if txn:
+                open_txn.add(pid)
+        elif open_txn:
+            pid = rng.choice(sorted(open_txn))
+            open_txn.discard(pid)
+            plog.append(build_marker_batch(pid, 0, 0, rng.random() < 0.5, NOW), leader_epoch=epoch,
+                        origin=AppendOrigin.COORDINATOR)
+    data = read_all(plog)
+    for round_ in range(2):
+        target = rng.randint(0, plog.log_end_offset)
+        plog.truncate_to(target)
+        batches = split_batches(data)
+        end = max([h.last_offset + 1 for _p, h in batches if h.last_offset < target], default=0)
+        ref = reference(open_log, f"ref{round_}/t-0", data, end)
+        ref_state = state(ref)
+        assert state(plog) == ref_state, f"seed {seed} round {round_} target {target}"
+        verify_segment_files(plog.dir)
+        data = read_all(plog)
+    plog.close()
+    assert state(open_log("t-0", clean=False, **cfg)) == ref_state
+
+
+def test_truncate_to_async_runs_in_a_worker_and_fences_writers(open_log, monkeypatch) -> None:
+    import asyncio
+    import threading
+
+    from minikafka.storage import KafkaStorageError
+
+    plog = open_log("t-0", **SEG)
+    fill(plog)
+    data = read_all(plog)
+    plog.replicated = True
+    plog.update_high_watermark(18)
+    entered, release = threading.Event(), threading.Event()
+    real = PartitionLog._reload_producer_state
+    threads = []
+
+    def slow_reload(self) -> None:
+        threads.append(threading.current_thread())
+        entered.set()
+        release.wait(10)
+        real(self)
+    monkeypatch.setattr(PartitionLog, "_reload_producer_state", slow_reload)
+
+    async def run() -> None:
+        task = asyncio.create_task(plog.truncate_to_async(9))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        with pytest.raises(KafkaStorageError):
+            plog.append(build_batch(1), leader_epoch=9)
+        with pytest.raises(KafkaStorageError):
+            plog.append_as_follower(data)
+        with pytest.raises(KafkaStorageError):
+            plog.delete_records_before(2)
+        assert plog.enforce_retention() == 0
+        assert not plog.update_high_watermark(20)
+        assert not await plog.truncate_to_async(3)  # one at a time
+        assert read_all(plog, 0)  # reads go on
+        release.set()
+        assert await task
+    asyncio.run(run())
+    assert threads and threads[0] is not threading.main_thread()
+    assert state(plog) == state(reference(open_log, "ref/t-0", data, 9))
+    assert plog.high_watermark == 9
+    plog.append(build_batch(1), leader_epoch=9)  # writable again

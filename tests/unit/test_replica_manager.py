@@ -41,6 +41,8 @@ class Broker:
     id: int
     epoch: int
     endpoints: dict
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
 
 
 class FakeImage:
@@ -93,6 +95,7 @@ class NoFetcher:
     def __init__(self, *a) -> None:
         self.added = []
         self.task = None
+        self.truncating = None
 
     def start(self):
         pass
