@@ -208,10 +208,9 @@ class CoordinatorFailover:
 
     # ------------------------------------------------------------------------ state topics
     async def ensure_topic(self, name: str) -> None:
-        """Create `name` (a state topic) through the controller unless the image has it; returns once
-        the image has it. Raises when the controller refuses (e.g. fewer live brokers than its
-        replication factor: FindCoordinator then answers COORDINATOR_NOT_AVAILABLE, as Kafka)."""
-        from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+        """Create `name` (a state topic) through the controller unless this node's view has it; returns
+        once it has. Raises when the controller refuses (e.g. fewer live brokers than its replication
+        factor: FindCoordinator then answers COORDINATOR_NOT_AVAILABLE, as Kafka)."""
         cluster = self.state.cluster
         if name in cluster.image.topics and self.state.catalog.get(name) is not None:
             return
@@ -224,17 +223,10 @@ class CoordinatorFailover:
             rf = int(cluster_setting(self.state, "transaction.state.log.replication.factor"))
             configs = self.state.txns.txns._topic_configs()
             configs["min.insync.replicas"] = cluster_setting(self.state, "transaction.state.log.min.isr")
-        T = CreateTopicsRequest.CreatableTopic
-        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=partitions, replication_factor=rf, assignments=[],
-                                            configs=[T.CreatableTopicConfig(name=k, value=v)
-                                                     for k, v in configs.items()])],
-                                  timeout_ms=int(INTER_BROKER_TIMEOUT_S * 1000), validate_only=False)
-        if name not in cluster.image.topics:
-            resp = await cluster.controller_request(req, 5, CreateTopicsResponse, timeout_s=INTER_BROKER_TIMEOUT_S)
-            code = resp.topics[0].error_code
-            if code and code != ke.TopicAlreadyExistsError.errno:
-                raise ke.for_code(code)(resp.topics[0].error_message or f"creating {name}")
-        if not await cluster.wait_for_topic(name, INTER_BROKER_TIMEOUT_S):  # committed; applied here soon after
+        code = await cluster.create_topic(name, partitions, rf, configs, timeout_s=INTER_BROKER_TIMEOUT_S)
+        if code and code != ke.TopicAlreadyExistsError.errno:
+            raise ke.for_code(code)(f"creating {name}")
+        if self.state.catalog.get(name) is None and not await cluster.wait_for_topic(name, INTER_BROKER_TIMEOUT_S):
             raise ke.CoordinatorNotAvailableError(f"{name} not in the local metadata yet")
 
     def close(self) -> None:
