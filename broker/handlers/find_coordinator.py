@@ -105,12 +105,16 @@ async def _find_in_cluster(ctx: RequestContext, req: FindCoordinatorRequest) -> 
             found = {k: CoordinatorAddress(ke.CoordinatorNotAvailableError.errno) for k in keys}
         else:
             found = {k: find(state, key_type, k, ctx.listener) for k in keys}
-    if ctx.api_version >= 4:
+    if ctx.api_version >= 4:  # Kafka 4.3: an empty message per key
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
             Coordinator(key=k, node_id=found[k].node_id, host=found[k].host, port=found[k].port,
-                        error_code=found[k].error_code, error_message=message if found[k].error_code else None)
+                        error_code=found[k].error_code, error_message=(message or "") if found[k].error_code else "")
             for k in keys])
     a = found[req.key]
-    return FindCoordinatorResponse(throttle_time_ms=0, error_code=a.error_code,
-                                   error_message=message if a.error_code else None, node_id=a.node_id,
-                                   host=a.host, port=a.port)
+    # Kafka 4.3 before v4: the error's message, "NONE" on success
+    text = message or _MESSAGES.get(a.error_code, "")
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=a.error_code, error_message=text,
+                                   node_id=a.node_id, host=a.host, port=a.port)
+
+
+_MESSAGES = {0: "NONE", ke.CoordinatorNotAvailableError.errno: "The coordinator is not available."}

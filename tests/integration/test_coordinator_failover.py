@@ -93,6 +93,8 @@ def coordinator(cluster: Cluster, key_type: int, key: str, dead: set[int] = froz
             except OSError:
                 continue
             if resp.error_code == 0 and resp.node_id not in dead:
+                host, port = cluster.nodes[resp.node_id].bootstrap.split(":")  # the leader's broker listener
+                assert (resp.error_message, resp.host, resp.port) == ("NONE", host, int(port))
                 found[:] = [resp.node_id]
                 return True
         return False

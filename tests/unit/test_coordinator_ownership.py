@@ -227,3 +227,27 @@ def test_no_append_below_min_isr(catalog):
         gc.close()
         await c.stop()
     asyncio.run(run())
+
+
+def test_find_coordinator_names_the_state_partitions_leader():
+    """broker/coordinator_lookup.py over a fake metadata image: the leader's endpoint on the asking
+    listener; COORDINATOR_NOT_AVAILABLE without a leader or for a fenced leader."""
+    from types import SimpleNamespace
+
+    from minikafka.broker.coordinator_lookup import GROUP, TRANSACTION, find
+    from minikafka.coordinator.partitioning import partition_for
+
+    leaders = {("__consumer_offsets", partition_for("g", 3)): 2, ("__transaction_state", partition_for("t", 3)): -1}
+    image = SimpleNamespace(
+        partition=lambda topic, p: SimpleNamespace(leader=leaders.get((topic, p), 1)),
+        brokers={1: SimpleNamespace(fenced=False, endpoints={"PLAINTEXT": ("h1", 9001, "PLAINTEXT")}),
+                 2: SimpleNamespace(fenced=False, endpoints={"PLAINTEXT": ("h2", 9002, "PLAINTEXT")})})
+    state = SimpleNamespace(cluster=SimpleNamespace(image=image), node_id=1,
+                            advertised_for=lambda listener: SimpleNamespace(host="me", port=1),
+                            groups=SimpleNamespace(partition_for=lambda k: partition_for(k, 3)),
+                            txns=SimpleNamespace(txns=SimpleNamespace(partition_for=lambda k: partition_for(k, 3))))
+    assert find(state, GROUP, "g", "PLAINTEXT") == (0, 2, "h2", 9002)
+    assert find(state, GROUP, "g", "OTHER") == (ke.CoordinatorNotAvailableError.errno, -1, "", -1)
+    assert find(state, TRANSACTION, "t", "PLAINTEXT") == (ke.CoordinatorNotAvailableError.errno, -1, "", -1)
+    image.brokers[2].fenced = True
+    assert find(state, GROUP, "g", "PLAINTEXT")[0] == ke.CoordinatorNotAvailableError.errno
