@@ -140,6 +140,8 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         calls `ensure_topic_async` from FindCoordinator and Metadata."""
         if self.topic_exists:
             return
+        if self.owned is not None:  # a cluster: only the controller creates it (FindCoordinator does)
+            raise group_error(ke.CoordinatorNotAvailableError)
         self._catalog.create(OFFSETS_TOPIC, self.config.num_partitions, 1, self._topic_configs(), internal=True)
         self._topic_ready = True
         if self.owned is None:  # on a cluster partitions are loaded as this node becomes their leader

@@ -100,6 +100,8 @@ class TxnStateManager:
         calling thread): tests and fallback; the broker calls `ensure_topic_async` first."""
         if self.topic_exists():
             return
+        if self.owned is not None:  # a cluster: only the controller creates it (FindCoordinator does)
+            raise CoordinatorUnavailable(ke.CoordinatorNotAvailableError.errno)
         t0 = time.monotonic()
         self.catalog.create(TXN_TOPIC, self.configured_partitions, 1, self._topic_configs(), internal=True)
         if self.owned is None:
@@ -130,6 +132,8 @@ class TxnStateManager:
         self.owned = {}
         self.replication = replication
         self.append_check = append_check
+        self.cache.clear()
+        self.loading.clear()
 
     def epoch_of(self, partition: int) -> int:
         """The coordinator epoch of `partition` (its leader epoch; 0 on a single node, -1 if not owned)."""

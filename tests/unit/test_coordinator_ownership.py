@@ -50,8 +50,8 @@ def catalog(tmp_path):
 def groups(catalog, replication) -> GroupCoordinator:
     gc = GroupCoordinator(GroupConfig(num_partitions=2, initial_rebalance_delay_ms=0, min_session_timeout_ms=10),
                           catalog, error_code)
+    gc.ensure_topic()  # the controller's creation, here
     gc.enable_partition_ownership(replication)
-    gc.ensure_topic()
     return gc
 
 
@@ -129,9 +129,9 @@ class Remote:
 def txn_coordinator(catalog, repl, remote, leaders) -> TransactionCoordinator:
     pids = itertools.count(100)
     c = TransactionCoordinator(TxnConfig(num_partitions=2), catalog, lambda: next(pids), error_code)
+    c.txns.ensure_topic()  # the controller's creation, here
     c.txns.enable_partition_ownership(repl)
     c.markers.enable_routing(lambda t, p: leaders.get((t, p)), remote, repl, lambda t, p: 7)
-    c.txns.ensure_topic()
     return c
 
 
