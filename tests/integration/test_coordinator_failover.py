@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from tests.cluster_harness import Cluster
-from tests.helpers import RawClient, wait_until
+from tests.helpers import RawClient, metadata_raw, wait_until
 
 pytestmark = pytest.mark.minikafka_only
 
@@ -60,19 +60,24 @@ def create_topic(cluster: Cluster, name: str) -> None:
 
 
 def restart_and_wait_in_sync(cluster: Cluster, dead: set[int]) -> None:
-    """Start the dead nodes again and wait until every partition has all three in its ISR."""
+    """Start the dead nodes again and wait until every node's own Metadata lists all three brokers and
+    all three replicas in every ISR (a restarted node is then caught up: until then it may answer
+    Metadata without any broker, after which librdkafka forgets every broker)."""
     for n in sorted(dead):
         cluster.restart(n)
     dead.clear()
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
 
-    def in_sync() -> bool:
+    def view(node) -> bool:
         try:
-            topics = admin.list_topics(timeout=5).topics.values()
-        except KafkaException:
+            with RawClient(node.bootstrap, timeout=3.0) as c:
+                md = metadata_raw(c)
+        except OSError:
             return False
-        return all(len(p.isrs) == 3 for t in topics for p in t.partitions.values())
-    wait_until(in_sync, timeout=30, interval=0.3, what="every replica back in sync")
+        parts = [p for t in md.topics for p in t.partitions]
+        return len(md.brokers) == 3 and TOPIC in {t.name for t in md.topics} and \
+            all(len(p.isr_nodes) == 3 and p.leader_id >= 0 for p in parts)
+    wait_until(lambda: all(view(node) for node in cluster.nodes.values()), timeout=40, interval=0.3,
+               what="every node caught up and every replica back in sync")
 
 
 def live_bootstrap(cluster: Cluster, dead: set[int]) -> str:
@@ -162,8 +167,7 @@ def test_transactions_survive_the_coordinators_kill(cluster):
     transaction("a")
     transaction("b", kill_after_commit=True)
     assert outcome["b"]
-    restarted = dead.pop()
-    cluster.restart(restarted)
+    restart_and_wait_in_sync(cluster, dead)
     transaction("c", kill_before_commit=True)
     transaction("d")  # the producer goes on with the new coordinator
     assert outcome["a"] and outcome["d"]
