@@ -187,6 +187,8 @@ class Broker:
         except Exception:
             log.exception("warm-up after start failed (handlers and logs load on first use instead)")
         await self._coordinators_loaded()
+        if self.state.cluster is not None:  # a cluster node is ready once registered and unfenced (Kafka: RUNNING)
+            await self.state.cluster.caught_up_once.wait()
         self.ready = True
         log.info("ready: start-up recovery finished")
 

@@ -5,7 +5,8 @@ registration with the active controller, and requests to that controller.
   to `image`. After each run of entries, the local partition directories are made to follow it (a
   partition with a replica on this node gets its log, created with the topic id; a removed topic's
   logs go) and only then are the listeners told: `fn(image, changed, deleted_topics)` on the event
-  loop, in commit order, one run at a time.
+  loop, in commit order, one run at a time (`deleted_topics` first: a name deleted and created again
+  in one run is in both).
 * **Lifecycle** (Kafka's BrokerLifecycleManager): register with the active controller (BrokerRegistration
   over the CONTROLLER listener) once the cluster id is agreed, heartbeat every
   broker.heartbeat.interval.ms; re-register on STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED. On
@@ -69,6 +70,8 @@ class ClusterRuntime:
         self.caught_up_once = asyncio.Event()
         self.heartbeat_interval_s = int(config.get("broker.heartbeat.interval.ms") or 2000) / 1000
         self.request_timeout_s = max(driver.quorum.request_timeout_ms / 1000, 1.0)
+        session_s = int(config.get("broker.session.timeout.ms") or 9000) / 1000
+        self.lifecycle_timeout_s = max(0.2, min(driver.quorum.request_timeout_ms / 1000, session_s / 3))
         self.controller_timeout_s = 30.0
         names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
         configured = (config.props.get("inter.broker.listener.name") or "").strip().upper()
@@ -126,17 +129,6 @@ class ClusterRuntime:
     async def _flush(self) -> None:
         """Local partitions follow the image, then the listeners are told (repeated while more arrives)."""
         while self._dirty or self._pending_changed or self._pending_deleted or self._late:
-            late, self._late = self._late, []
-            for fn in late:
-                everything = [(t.name, p) for t in self.image.topics.values() for p in t.partitions]
-                try:
-                    result = fn(self.image, everything, [])
-                    if asyncio.iscoroutine(result):
-                        await result
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("cluster: metadata listener %r failed", fn)
             dirty, self._dirty = list(self._dirty), {}
             changed, self._pending_changed = list(self._pending_changed), {}
             deleted, self._pending_deleted = list(self._pending_deleted), {}
@@ -147,6 +139,17 @@ class ClusterRuntime:
                     raise
                 except Exception:
                     log.exception("cluster: making local partitions of %s follow the metadata failed", name)
+            late, self._late = self._late, []
+            for fn in late:  # added after partitions existed: every partition first (deletions seen are gone)
+                everything = [(t.name, p) for t in self.image.topics.values() for p in t.partitions]
+                try:
+                    result = fn(self.image, everything, [])
+                    if asyncio.iscoroutine(result):
+                        await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("cluster: metadata listener %r failed", fn)
             for fn in list(self._listeners):
                 try:
                     result = fn(self.image, changed, deleted)
@@ -333,9 +336,12 @@ class ClusterRuntime:
         client = self._clients.get((node, channel))
         if client is None:
             host, port = self.driver.quorum.voters[node]
+            # heartbeats must not hang on a paused old controller for longer than a fraction of the
+            # session, or the new controller fences this live broker
+            timeout = self.lifecycle_timeout_s if channel == "lifecycle" else self.request_timeout_s * 5
             client = self._clients[(node, channel)] = PeerClient(
-                node, host, port, f"broker-{self.node_id}-{channel}", self.request_timeout_s * 5,
-                self.driver.quorum.retry_backoff_ms / 1000)
+                node, host, port, f"broker-{self.node_id}-{channel}", timeout,
+                self.driver.quorum.retry_backoff_ms / 1000, max_backoff_s=0.25 if channel == "lifecycle" else 1.0)
         return client
 
     async def controller_request(self, req: Any, version: int, resp_cls: type,

@@ -31,6 +31,16 @@ def alive_brokers(image: MetadataImage, listener: str) -> list[tuple[int, str, i
     return out
 
 
+def brokers_for_clients(image: MetadataImage, listener: str, self_id: int,
+                        self_endpoint: tuple[str, int]) -> list[tuple[int, str, int, str | None]]:
+    """`alive_brokers`, plus this node itself while the image has no registration of it yet (start-up,
+    before its BrokerRegistration is committed): a client bootstrapping here always finds a broker."""
+    out = alive_brokers(image, listener)
+    if self_id not in image.brokers:
+        out = sorted([*out, (self_id, self_endpoint[0], self_endpoint[1], None)])
+    return out
+
+
 def endpoint(image: MetadataImage, broker_id: int, listener: str) -> tuple[str, int] | None:
     """The alive broker's (host, port) on `listener`, else None."""
     b = image.brokers.get(broker_id)

@@ -24,9 +24,12 @@ def leader_epoch_error(current_leader_epoch: int) -> int:
 
 
 def lookup_partition(state: BrokerState, topic: str | None, partition: int) -> tuple[PartitionLog | None, int]:
-    """(log, 0) or (None, UNKNOWN_TOPIC_OR_PARTITION)."""
+    """(log, 0) or (None, UNKNOWN_TOPIC_OR_PARTITION); on a cluster, a partition that exists but has no
+    replica here is NOT_LEADER_OR_FOLLOWER (as Kafka: the client refreshes its metadata)."""
     plog = state.catalog.partition_log(topic, partition) if topic is not None else None
     if plog is None:
+        if state.cluster is not None and topic is not None and state.cluster.image.partition(topic, partition):
+            return None, ke.NotLeaderForPartitionError.errno
         return None, ke.UnknownTopicOrPartitionError.errno
     return plog, 0
 

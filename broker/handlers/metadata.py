@@ -21,6 +21,8 @@ def topic_entry(state: BrokerState, info: TopicInfo, listener: str = "") -> Topi
     node = state.node_id
     if state.cluster is not None:  # a cluster: leaders, replicas, ISR from the metadata image
         from ..cluster.views import partition_view
+        if info.name not in state.cluster.image.topics:  # a local leftover the metadata no longer has
+            return error_entry(ke.UnknownTopicOrPartitionError.errno, info.name)
         parts = []
         for p in range(info.partitions):
             view = partition_view(state.cluster.image, info.name, p, listener)
@@ -77,6 +79,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     denied: list[Topic] = []  # after the others, without authorized operations (as Kafka)
     if all_topics:
         infos = list(state.catalog.topics.values())
+        if state.cluster is not None:
+            infos = [i for i in infos if i.name in state.cluster.image.topics]
         if auth is not None:  # topics the principal may not DESCRIBE are left out
             visible = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, [i.name for i in infos])
             infos = [i for i in infos if i.name in visible]
@@ -116,10 +120,10 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                                                         rack=None)]
     controller = state.node_id
     if state.cluster is not None:
-        from ..cluster.views import alive_brokers, controller_id
+        from ..cluster.views import brokers_for_clients, controller_id
         image = state.cluster.image
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=i, host=h, port=p, rack=rack)
-                   for i, h, p, rack in alive_brokers(image, ctx.listener)]
+                   for i, h, p, rack in brokers_for_clients(image, ctx.listener, state.node_id, (adv.host, adv.port))]
         controller = controller_id(image, state.quorum.node.leader, ctx.listener)
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
                             controller_id=controller, topics=topics, authorized_operations=cluster_ops)

@@ -73,8 +73,10 @@ class Controller:
         self.rng = rng or random.Random()
         # broker id -> session deadline (ms); every registered broker gets a full session on activation
         self.sessions: dict[int, int] = {b: now_ms + config.session_timeout_ms for b in image.brokers}
+        self.emitted = 0  # records proposed so far
 
     def _emit(self, record: dict) -> int:
+        self.emitted += 1
         offset = self._propose(record)
         self.image.apply(record, offset)
         return offset
@@ -89,11 +91,13 @@ class Controller:
                 and self.sessions.get(broker_id, 0) > now_ms:
             raise ControllerError(DUPLICATE_BROKER_REGISTRATION,
                                   f"Another broker is registered with that broker id {broker_id}.")
+        before = self.emitted
         if old is not None:  # a new incarnation knows nothing of its replicas' state: out of every ISR first
             self._leave_isrs(broker_id)
-        epoch = self._emit(r.register_broker(broker_id, next_offset, incarnation_id, endpoints, rack))
-        if epoch != next_offset:
-            raise AssertionError(f"registration record at {epoch}, expected {next_offset}")
+        expected = next_offset + (self.emitted - before)  # `next_offset` was the log end when called
+        epoch = self._emit(r.register_broker(broker_id, expected, incarnation_id, endpoints, rack))
+        if epoch != expected:
+            raise AssertionError(f"registration record at {epoch}, expected {expected}")
         self.sessions[broker_id] = now_ms + self.config.session_timeout_ms
         return epoch
 

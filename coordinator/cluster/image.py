@@ -115,6 +115,9 @@ class MetadataImage:
 
     def _topic(self, p: dict) -> tuple[list[Change], list[str]]:
         tid = _id_bytes(p["topicId"])
+        old = self.topics.get(p["name"])
+        if old is not None and old.topic_id != tid:  # cannot happen in a valid log (RemoveTopic comes first)
+            self.topics_by_id.pop(old.topic_id, None)
         t = TopicImage(p["name"], tid, dict(p.get("configs") or {}))
         self.topics[t.name] = t
         self.topics_by_id[tid] = t

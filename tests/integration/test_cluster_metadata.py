@@ -80,18 +80,31 @@ def test_rf3_topic_is_described_alike_on_every_node(cluster):
     assert {p.id: (p.leader, tuple(p.replicas)) for p in md.topics["orders"].partitions.values()} == \
         {p: (v[0], v[2]) for p, v in views[0].items()}
     assert sorted(md.brokers) == [1, 2, 3]
+    # minikafka's own CLI shows them too
+    import subprocess
+    out = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "topics", "describe", "orders",
+                          "--bootstrap-server", cluster.nodes[1].bootstrap], capture_output=True, text=True,
+                         timeout=60, cwd=str(ROOT)).stdout
+    for p, v in views[0].items():
+        assert f"Partition: {p}\tLeader: {v[0]}\tReplicas: {list(v[2])}\tIsr: {list(v[3])}" in out, out
     # auto-creation (Metadata allowing it) goes through the controller too: num.partitions, RF 1
     with RawClient(cluster.nodes[3].bootstrap) as cl:
         auto = metadata_raw(cl, ["auto-made"], auto_create=True).topics[0]
     assert auto.error_code == 0 and len(auto.partitions) == 1 and len(auto.partitions[0].replica_nodes) == 1
     wait_until(lambda: all(len(partitions(cluster, n, "auto-made")) == 1 for n in cluster.ids))
+    # Kafka's kafka-topics --create (the Java admin client: CreateTopics to the controller it was told of)
+    sys.path.insert(0, str(ROOT))
+    from scripts import apache_kafka as lab
+    lab.fetch()
+    res = lab.run_tool("kafka-topics", ["--bootstrap-server", cluster.nodes[3].bootstrap, "--create", "--topic",
+                                        "from-java", "--partitions", "2", "--replication-factor", "3"], timeout=90)
+    assert res.returncode == 0 and "Created topic from-java." in res.stdout, res.stdout + res.stderr[-2000:]
+    wait_until(lambda: all(len(partitions(cluster, n, "from-java")) == 2 for n in cluster.ids))
+    assert all(sorted(v[2]) == [1, 2, 3] for v in partitions(cluster, 1, "from-java").values())
     # RF above the registered brokers: Kafka's error
     bad = create(cluster.nodes[2].bootstrap, "too-many", 1, 4)
     assert bad.error_code == 38 and "only 3 broker(s) are registered" in bad.error_message
     # Kafka's kafka-topics --describe (DescribeTopicPartitions) shows the same
-    sys.path.insert(0, str(ROOT))
-    from scripts import apache_kafka as lab
-    lab.fetch()
     res = lab.run_tool("kafka-topics", ["--bootstrap-server", cluster.nodes[2].bootstrap, "--describe",
                                         "--topic", "orders"], timeout=90)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -165,7 +178,7 @@ def test_a_paused_old_controller_cannot_commit_a_decision(cluster):
         assert partitions(cluster, n, name) == {}, f"node {n} has the topic the stale controller decided"
 
 
-def test_alter_partition_and_producer_id_blocks_over_the_wire(cluster):
+def test_alter_partition_configs_partitions_deletion_and_producer_ids(cluster):
     from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
     from minikafka.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
@@ -211,6 +224,16 @@ def test_alter_partition_and_producer_id_blocks_over_the_wire(cluster):
         return next(t["configs"] for t in data["topics"] if t["name"] == "isr")
     wait_until(lambda: all(configs(n) == {"retention.ms": "12345"} for n in cluster.ids),
                what="every node has the topic's new config")
+    # more partitions, then deletion, each asked of one node and applied on all
+    from confluent_kafka.admin import NewPartitions
+    admin.create_partitions([NewPartitions("isr", 3)])["isr"].result(15)
+    wait_until(lambda: all(len(partitions(cluster, n, "isr")) == 3 for n in cluster.ids), what="3 partitions")
+    for n in cluster.ids:
+        local = {p for p, v in partitions(cluster, n, "isr").items() if n in v[2]}
+        wait_until(lambda n=n, local=local: all((cluster.nodes[n].data_dir / f"isr-{p}").exists() for p in local))
+    admin.delete_topics(["isr"])["isr"].result(15)
+    wait_until(lambda: all(partitions(cluster, n, "isr") == {} and not list(cluster.nodes[n].data_dir.glob("isr-*"))
+                           for n in cluster.ids), what="the topic and its logs gone everywhere")
     # producer ids: each broker takes its own block of 1000 from the controller (KIP-730)
     pids = {}
     for n in cluster.ids:

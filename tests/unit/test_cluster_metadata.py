@@ -172,3 +172,29 @@ def test_preferred_election():
     c.alter_partition(q.leader, tb, 0, q.leader_epoch, q.partition_epoch,
                       [(b, c.image.brokers[b].epoch) for b in (*q.isr, p.replicas[0])])
     assert c.elect_preferred("t", 0) == 0 and c.image.partition("t", 0).leader == p.replicas[0]
+
+
+def test_a_repeated_registration_of_a_live_broker_in_isrs_gets_the_offset_of_its_record():
+    c, log, epochs = cluster()
+    c.create_topic("t", 2, 3, {})
+    # the same incarnation registers again (its answer was lost): out of the ISRs first, then registered
+    epoch = c.register_broker(1, "inc-1", [], None, 10, len(log.entries))
+    assert log.entries[epoch]["type"] == r.REGISTER_BROKER and log.entries[epoch]["brokerEpoch"] == epoch
+    assert all(1 not in p.isr for p in c.image.topics["t"].partitions.values())
+
+
+def test_client_views_of_brokers_and_partitions():
+    from minikafka.broker.cluster.views import brokers_for_clients, leader_endpoint, partition_view
+    c, log, epochs = cluster()
+    c.create_topic("t", 1, 3, {})
+    img = log.replay()
+    p = img.partition("t", 0)
+    assert partition_view(img, "t", 0, "PLAINTEXT") == (0, p.leader, 0, list(p.replicas), list(p.isr), [])
+    assert leader_endpoint(img, "t", 0, "PLAINTEXT") == (p.leader, "h", 9000 + p.leader)
+    assert partition_view(img, "t", 0, "SSL").error == 5  # the leader has no endpoint there: LEADER_NOT_AVAILABLE
+    c.fence(p.leader)
+    img = log.replay()
+    view = partition_view(img, "t", 0, "PLAINTEXT")
+    assert view.offline == [p.leader] and view.leader != p.leader and view.leader_epoch == 1
+    assert [b[0] for b in brokers_for_clients(img, "PLAINTEXT", 1, ("me", 1))] == sorted(set(epochs) - {p.leader})
+    assert [b[0] for b in brokers_for_clients(MetadataImage(), "PLAINTEXT", 7, ("me", 1))] == [7]  # not registered yet
