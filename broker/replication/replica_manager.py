@@ -90,7 +90,7 @@ class ReplicaManager:
         s = self.parts.get((topic, partition))
         if s is None or not s.is_leader:
             return NOT_LEADER_OR_FOLLOWER
-        return NOT_ENOUGH_REPLICAS if len(s.isr) < self._min_isr(topic, partition) else 0
+        return NOT_ENOUGH_REPLICAS if len(s.isr) < self._min_isr(s) else 0
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         s = self.parts.get((topic, partition))
@@ -149,7 +149,9 @@ class ReplicaManager:
         if plog is None:
             return
         leo = plog.log_end_offset
-        if not s.update_follower(replica, min(fetch_offset, leo), leo, _now_ms()):
+        if fetch_offset > leo:  # past our log: its read answers OFFSET_OUT_OF_RANGE, no position
+            return
+        if not s.update_follower(replica, fetch_offset, leo, _now_ms()):
             return
         self._maybe_advance(s, plog)
         if s.isr_change_allowed() and s.can_join_isr(replica) and self._eligible(replica):
@@ -174,14 +176,17 @@ class ReplicaManager:
             self.state.notifier.notify((s.topic, s.partition))  # consumers waiting below the HW
             self._check_waiters(s)
 
-    def _min_isr(self, topic: str, partition: int) -> int:
-        plog = self.state.catalog.partition_log(topic, partition)
-        return plog.config.min_insync_replicas if plog is not None else 1
+    def _min_isr(self, s: PartitionState) -> int:
+        """The topic's min.insync.replicas capped by the replica count (Kafka's effectiveMinIsr: a
+        single-replica topic with min.insync.replicas=2 takes acks=all, as Kafka 4.3 does)."""
+        plog = self.state.catalog.partition_log(s.topic, s.partition)
+        configured = plog.config.min_insync_replicas if plog is not None else 1
+        return min(configured, max(len(s.replicas), 1))
 
     def _reached(self, s: PartitionState, end_offset: int) -> int | None:
         if s.high_watermark < end_offset:
             return None
-        return 0 if len(s.isr) >= self._min_isr(s.topic, s.partition) else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return 0 if len(s.isr) >= self._min_isr(s) else NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
     def _check_waiters(self, s: PartitionState) -> None:
         waiting = self._waiters.get((s.topic, s.partition))
@@ -249,11 +254,9 @@ class ReplicaManager:
 
     # -- following the metadata image ---------------------------------------------------------------
     def start(self) -> None:
-        """Take over every partition of the current image and follow its changes."""
+        """Follow the image (the runtime tells a late listener of every partition it already has,
+        once their local logs exist)."""
         self.cluster.add_listener(self.on_image)
-        image = self.cluster.image
-        changed = [(name, p) for name, t in image.topics.items() for p in t.partitions]
-        self.on_image(image, changed, [])
         loop = asyncio.get_running_loop()
         self._isr_task = loop.create_task(self._isr_expiration())
         self._checkpoint_task = loop.create_task(self._checkpoint_loop())

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.cluster_harness import Cluster
-from tests.helpers import RawClient, build_batch, fetch_all, metadata_raw, produce_raw, wait_until
+from tests.helpers import RawClient, build_batch, fetch_all, fetch_once, metadata_raw, produce_raw, wait_until
 
 from minikafka.storage.partition_log import PartitionLog
 
@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.minikafka_only,
               pytest.mark.skipif(not hasattr(PartitionLog, "append_as_follower"),
                                  reason="storage without append_as_follower (i16-store)")]
 
+NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
 CONFIG = {"replica.lag.time.max.ms": "1500", "broker.session.timeout.ms": "2000",
           "broker.heartbeat.interval.ms": "200", "replica.fetch.wait.max.ms": "200",
@@ -147,6 +148,9 @@ def test_min_insync_replicas_refuses_acks_all_until_the_restarted_replica_rejoin
     with RawClient(cluster.nodes[leader].bootstrap) as c:
         code = produce_raw(c, "m", build_batch([b"a"]), acks=-1).error_code
         assert code == 0, code
+    with RawClient(cluster.nodes[follower].bootstrap) as c:  # only the leader serves clients
+        assert produce_raw(c, "m", build_batch([b"x"]), acks=1).error_code == NOT_LEADER_OR_FOLLOWER
+        assert fetch_once(c, "m", 0, 0).error_code == NOT_LEADER_OR_FOLLOWER
     cluster.kill(follower)
     rest = {n for n in cluster.ids if n != follower}
     assert wait_isr(cluster, "m", rest, down={follower}) == leader
@@ -171,6 +175,8 @@ def test_a_former_leader_truncates_what_only_it_had(cluster):
     time.sleep(0.5)  # their long-polls still waiting on the leader end (replica.fetch.wait.max.ms) empty
     with RawClient(cluster.nodes[leader].bootstrap) as c:
         assert produce_raw(c, "d", build_batch([b"lost-1", b"lost-2"]), acks=1).error_code == 0
+    # consumers read below the high watermark only: the followers have not fetched it, so not yet
+    assert [v for _o, _k, v in fetch_all(cluster.nodes[leader].bootstrap, "d")] == [b"kept"]
     cluster.kill(leader)
     for n in others:
         cluster.resume(n)

@@ -250,3 +250,22 @@ def test_follower_truncation_offset_for_a_diverging_epoch(tmp_path):
         assert truncation_offset(plog, 0, 2) == 2
     finally:
         plog.close()
+
+
+def test_min_isr_is_capped_by_the_replica_count(node, monkeypatch):
+    """Kafka's effectiveMinIsr: min.insync.replicas=2 on a one-replica partition takes acks=all (as the
+    Kafka 4.3 oracle answers a single broker)."""
+    state, cluster, _sent = node
+    monkeypatch.setattr("minikafka.broker.replication.fetcher.Fetcher", NoFetcher)
+
+    async def scenario():
+        m = await _manager(state, cluster)
+        cluster.set(Partition("t", 0, (1,), (1,), 1, 1, 1))
+        assert m.min_isr_error("t", 0) == 0
+        info = state.catalog.partition_log("t", 0).append(batch(1), leader_epoch=1)
+        assert await m.wait_replicated("t", 0, info.last_offset + 1, 1000) == 0
+        cluster.set(Partition("t", 0, (1, 2), (1,), 1, 1, 2))
+        assert m.min_isr_error("t", 0) == rm.NOT_ENOUGH_REPLICAS
+        await m.stop()
+
+    asyncio.run(scenario())
