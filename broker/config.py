@@ -119,6 +119,7 @@ DEFAULTS: dict[str, str] = {
     "offsets.retention.check.interval.ms": "600000",
     "offset.metadata.max.bytes": "4096",
     "offsets.topic.segment.bytes": "104857600",
+    "offsets.commit.timeout.ms": "5000",
     "log.cleaner.enable": "true",
     "log.cleaner.backoff.ms": "15000",
     "log.cleaner.delete.retention.ms": "86400000",

@@ -115,6 +115,7 @@ class Broker:
             from .replication.replica_manager import ReplicaManager
             self.state.replicas = ReplicaManager(self.state, self.state.cluster)
             self.state.replicas.start()
+            self.state.coordinator_failover.start()  # coordinators follow partition leadership
         from .background import start_log_cleaner
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
         self._periodic += start_log_cleaner(self.state)

@@ -77,6 +77,7 @@ class BrokerState:
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
+        self._failover = None  # broker/coordinator_failover.CoordinatorFailover on a cluster
         self._running = False
         self.service_tasks: list[asyncio.Task] = []  # started with a coordinator; cancelled at shutdown
         self._advertised: dict[str, Listener] = {l.name: l for l in config.advertised_listeners}
@@ -120,6 +121,8 @@ class BrokerState:
             from .errors import error_code
             self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code,
                                             group_configs=self.group_configs)
+            if (failover := self.coordinator_failover) is not None:
+                failover.attach_groups(self._groups)
             if self._running:
                 self._start_groups()
         return self._groups
@@ -138,9 +141,21 @@ class BrokerState:
             # transactional offset commits
             self._txns.markers.add_listener(OFFSETS_TOPIC,
                                             lambda _partition, pid, commit: self.groups.replay_marker(pid, commit))
+            if (failover := self.coordinator_failover) is not None:
+                failover.attach_txns(self._txns)
             if self._running:
                 self._txns.start()
         return self._txns
+
+    @property
+    def coordinator_failover(self):
+        """On a cluster (cluster runtime and replica manager in place): the coordinators' wiring to
+        partition leadership (broker/coordinator_failover.py); None on a single node."""
+        if self._failover is None and getattr(self, "replicas", None) is not None \
+                and getattr(self, "cluster", None) is not None:
+            from .coordinator_failover import CoordinatorFailover
+            self._failover = CoordinatorFailover(self)
+        return self._failover
 
     def coordinators_built(self) -> tuple[bool, bool]:
         """(group coordinator built, transaction coordinator built)."""
@@ -200,7 +215,7 @@ class BrokerState:
         AutoTopicCreationManager does."""
         if not self.config.auto_create_topics:
             return None
-        if self.cluster is not None:
+        if self.cluster is not None and name not in (OFFSETS_TOPIC, TXN_TOPIC):
             return await self._auto_create_on_cluster(name)
         if name in (OFFSETS_TOPIC, TXN_TOPIC):
             try:
@@ -230,7 +245,11 @@ class BrokerState:
         return self.catalog.get(name)
 
     async def ensure_internal_topic(self, name: str) -> None:
-        """Create `__consumer_offsets` / `__transaction_state` if missing, off the event loop."""
+        """Create `__consumer_offsets` / `__transaction_state` if missing, off the event loop (on a
+        cluster through the controller)."""
+        if (failover := self.coordinator_failover) is not None:
+            await failover.ensure_topic(name)
+            return
         if name == OFFSETS_TOPIC:
             await self.groups.ensure_topic_async()
         elif name == TXN_TOPIC:
@@ -240,4 +259,6 @@ class BrokerState:
         self.catalog.close()  # stop topic file work in flight first
         if self._groups is not None:
             self._groups.close()
+        if self._failover is not None:
+            self._failover.close()
         self.logs.close()

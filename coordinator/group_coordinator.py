@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 import kafka.errors as ke
 
@@ -45,7 +45,16 @@ log = logging.getLogger(__name__)
 
 __all__ = ["OFFSETS_TOPIC", "GroupConfig", "GroupCoordinator"]
 
-NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's classic new-member join timeout
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+# replication errors of a coordinator append -> what Kafka's coordinator answers (it lost leadership,
+# or the write did not reach enough replicas in time)
+_COORDINATOR_ERRORS = {
+    ke.NotLeaderForPartitionError.errno: ke.NotCoordinatorError.errno,
+    ke.NotEnoughReplicasError.errno: ke.CoordinatorNotAvailableError.errno,
+    ke.NotEnoughReplicasAfterAppendError.errno: ke.CoordinatorNotAvailableError.errno,
+    ke.RequestTimedOutError.errno: ke.CoordinatorNotAvailableError.errno,
+    ke.UnknownTopicOrPartitionError.errno: ke.CoordinatorNotAvailableError.errno,
+}  # Kafka's classic new-member join timeout
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,14 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         self._loading: set[int] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._topic_ready = False
+        # On a cluster (`enable_partition_ownership`): partition -> coordinator epoch of the partitions this
+        # node leads. None on a single node, which coordinates every partition in epoch 0.
+        self.owned: dict[int, int] | None = None
+        # async (topic, partition, end_offset) -> error code: waits until an append is replicated
+        # (ReplicaManager.wait_replicated with a bound); None on a single node
+        self.replication: Callable[[str, int, int], Awaitable[int]] | None = None
+        self._append_end: dict[int, int] = {}  # partition -> end offset of this node's last append
+        self._append_check: Callable[[str, int], int] = lambda _t, _p: 0
         # KIP-848 groups, same partitions; group_configs: per-group overrides (broker/group_configs.py)
         self.consumer = ConsumerGroupCoordinator(self, config.consumer, group_configs)
     # ============================================================== partitions, topic, records
@@ -123,9 +140,12 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         calls `ensure_topic_async` from FindCoordinator and Metadata."""
         if self.topic_exists:
             return
+        if self.owned is not None:  # a cluster: only the controller creates it (FindCoordinator does)
+            raise group_error(ke.CoordinatorNotAvailableError)
         self._catalog.create(OFFSETS_TOPIC, self.config.num_partitions, 1, self._topic_configs(), internal=True)
         self._topic_ready = True
-        self._loaded.update(range(self.config.num_partitions))  # new and empty: nothing to load
+        if self.owned is None:  # on a cluster partitions are loaded as this node becomes their leader
+            self._loaded.update(range(self.config.num_partitions))  # new and empty: nothing to load
 
     async def ensure_topic_async(self) -> None:
         """`ensure_topic` with the partition files made off the event loop; concurrent callers share
@@ -135,7 +155,8 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         await self._catalog.create_async(OFFSETS_TOPIC, self.config.num_partitions, 1, self._topic_configs(),
                                          internal=True, exist_ok=True)
         self._topic_ready = True
-        self._loaded.update(range(self.config.num_partitions))  # new and empty: nothing to load
+        if self.owned is None:  # on a cluster partitions are loaded as this node becomes their leader
+            self._loaded.update(range(self.config.num_partitions))  # new and empty: nothing to load
 
     def mark_loading(self, partitions: Iterable[int]) -> None:
         for p in partitions:
@@ -156,7 +177,98 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         partition = self.partition_for(group_id)
         if partition in self._loading:
             raise group_error(ke.CoordinatorLoadInProgressError)
+        if self.owned is not None and partition not in self.owned:
+            raise group_error(ke.NotCoordinatorError)
         return partition
+
+    def coordinator_epoch(self, partition: int) -> int:
+        """The leader epoch of `partition` this node coordinates it in (0 on a single node, -1 if not owned)."""
+        if self.owned is None:
+            return 0
+        return self.owned.get(partition, -1)
+
+    def enable_partition_ownership(self, replication: Callable[[str, int, int], Awaitable[int]],
+                                   append_check: Callable[[str, int], int] = lambda _t, _p: 0) -> None:
+        """Cluster mode: own no partition until `load_partition` is called for it (this node became the
+        leader of that `__consumer_offsets` partition); appends wait for `replication` before answers,
+        and are not made while `append_check(topic, partition)` answers an error (Kafka's acks=all
+        checks before an append: leadership, min.insync.replicas)."""
+        self.owned = {}
+        self.replication = replication
+        self._append_check = append_check
+        self._loaded.clear()
+
+    async def durable(self, group_id: str) -> int:
+        """0 once this node's last append to the group's partition is replicated (at once on a single
+        node), else the error code to answer (NOT_COORDINATOR when leadership moved meanwhile)."""
+        if self.replication is None:
+            return 0
+        p = self.partition_for(group_id)
+        end = self._append_end.get(p)
+        if end is None:
+            return 0
+        code = await self.replication(OFFSETS_TOPIC, p, end)
+        return 0 if not code else _COORDINATOR_ERRORS.get(code, code)
+
+    async def load_partition(self, partition: int, epoch: int) -> None:
+        """This node became the leader of `partition` in leader epoch `epoch`: replay it (requests for its
+        groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile) and coordinate its groups."""
+        from .group_loader import load_partition
+        if self.owned is None:
+            return
+        current = self.owned.get(partition)
+        if current is not None and current >= epoch:
+            return  # already loaded (or loading) in this epoch
+        if current is not None:
+            self.unload_partition(partition)
+        self.owned[partition] = epoch
+        self.mark_loading([partition])
+        plog = self._catalog.partition_log(OFFSETS_TOPIC, partition)
+        try:
+            if plog is None:
+                self.on_partition_loaded(partition)
+            else:
+                await load_partition(self, plog, partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading %s-%d failed; its groups start empty", OFFSETS_TOPIC, partition)
+            self.mark_loaded(partition)
+        if self.owned.get(partition) != epoch:  # resigned while loading
+            self._forget_partition(partition)
+        else:
+            log.info("coordinating %s-%d in epoch %d", OFFSETS_TOPIC, partition, epoch)
+
+    def unload_partition(self, partition: int) -> None:
+        """This node is no longer the leader of `partition`: its groups are forgotten (waiting joins and
+        syncs are answered NOT_COORDINATOR, so their members find the new coordinator)."""
+        if self.owned is None:
+            return
+        was = self.owned.pop(partition, None)
+        self._forget_partition(partition)
+        if was is not None:
+            log.info("resigned as coordinator of %s-%d (epoch %d)", OFFSETS_TOPIC, partition, was)
+
+    def _forget_partition(self, partition: int) -> None:
+        self._loading.discard(partition)
+        self._loaded.discard(partition)
+        self._append_end.pop(partition, None)
+        from .group_metadata import JoinResult, SyncResult
+        not_coordinator = ke.NotCoordinatorError.errno
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            self._cancel_group_timers(group)
+            for member in list(group.members.values()):
+                for fut, result in ((member.awaiting_join, JoinResult(error=not_coordinator, member_id=member.member_id)),
+                                    (member.awaiting_sync, SyncResult(error=not_coordinator))):
+                    if fut is not None and not fut.done():
+                        fut.set_result(result)
+        for group_id in [g for g in self.consumer.groups if self.partition_for(g) == partition]:
+            self.consumer.forget(group_id)
+        for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
+            self.offsets.delete_group(group_id)
+        for group_id in [g for g in list(self.offsets._open_txns) if self.partition_for(g) == partition]:
+            self.offsets.drop_pending_for_group(group_id)
 
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], errors: dict[int, int], *,
                 producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False) -> int:
@@ -167,7 +279,17 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
                 raise group_error(ke.UnknownTopicOrPartitionError)
             batch = build_batch(records, self._now_ms(), producer_id=producer_id, producer_epoch=producer_epoch,
                                 transactional=transactional)
-            info = plog.append(batch, origin=AppendOrigin.COORDINATOR)
+            if self.owned is None:
+                info = plog.append(batch, origin=AppendOrigin.COORDINATOR)
+            else:
+                partition = self.partition_for(group_id)
+                epoch = self.owned.get(partition)
+                if epoch is None:
+                    raise group_error(ke.NotCoordinatorError)
+                if (code := self._append_check(OFFSETS_TOPIC, partition)):
+                    raise group_error(ke.for_code(_COORDINATOR_ERRORS.get(code, code)))
+                info = plog.append(batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR)
+                self._append_end[partition] = info.last_offset + 1
         except Exception as exc:
             code = exc.errno if isinstance(exc, GroupError) else self._error_code(exc)
             log.warning("group %s: %s append failed: %r", group_id, OFFSETS_TOPIC, exc)

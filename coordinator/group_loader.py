@@ -113,9 +113,10 @@ async def load_all(coordinator: GroupCoordinator, catalog: Any) -> None:
 
 
 def start_loading(coordinator: GroupCoordinator, catalog: Any) -> asyncio.Task | None:
-    """If __consumer_offsets exists, mark all its partitions loading and replay them in the background."""
+    """If __consumer_offsets exists, mark all its partitions loading and replay them in the background
+    (single node; on a cluster each partition is loaded when this node becomes its leader)."""
     info = catalog.get(OFFSETS_TOPIC)
-    if info is None:
+    if info is None or coordinator.owned is not None:
         return None
     if info.partitions != coordinator.config.num_partitions:
         # groups map onto the partitions the topic has (offsets.topic.num.partitions only applies at creation)

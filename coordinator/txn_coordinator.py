@@ -43,7 +43,7 @@ from typing import Any, Callable, NamedTuple
 import kafka.errors as ke
 
 from .partitioning import partition_for
-from .txn_markers import MarkerWriter
+from .txn_markers import Marker, MarkerWriter
 from .txn_state import (
     SHORT_MAX,
     TV2,
@@ -147,6 +147,7 @@ class TransactionCoordinator:
         # transactional id -> partitions whose marker still has to be written (retried in the background)
         self._unsent: dict[str, set[TopicPartition]] = {}
         self._tasks: list[asyncio.Task] = []
+        self._completing: dict[str, asyncio.Task] = {}  # cluster: transactional id -> its marker task
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -154,6 +155,32 @@ class TransactionCoordinator:
     @property
     def coordinator_epoch(self) -> int:
         return self.txns.coordinator_epoch
+
+    def coordinator_epoch_of(self, transactional_id: str) -> int:
+        """The coordinator epoch markers of this id carry: its partition's leader epoch (0 on one node)."""
+        return self.txns.epoch_of(self.txns.partition_for(transactional_id))
+
+    @property
+    def clustered(self) -> bool:
+        return self.txns.owned is not None
+
+    # ---------------------------------------------------------------- partition leadership (cluster)
+
+    def on_leader(self, partition: int, epoch: int) -> None:
+        """This node became the leader of `__transaction_state` partition `partition` in `epoch`: load its
+        ids and finish their prepared transactions (the previous coordinator may have died mid-way)."""
+        loaded = self.txns.load_as_leader(partition, epoch)
+        if loaded is not None:
+            self._on_partition_loaded(partition, loaded)
+
+    def on_follower(self, partition: int) -> None:
+        """This node no longer leads `partition`: stop serving and completing its transactions."""
+        self.txns.unload(partition)
+        for txn_id in [t for t in self._unsent if self.txns.partition_for(t) == partition]:
+            self._unsent.pop(txn_id, None)
+            task = self._completing.pop(txn_id, None)
+            if task is not None:
+                task.cancel()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -176,6 +203,8 @@ class TransactionCoordinator:
                 log.exception("transaction coordinator task %s failed", getattr(fn, "__name__", fn))
 
     async def stop(self) -> None:
+        self._tasks += list(self._completing.values())
+        self._completing.clear()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -193,7 +222,7 @@ class TransactionCoordinator:
                 log.info("completing %s of %s (producer %d epoch %d) found at load", meta.state.kafka_name,
                          meta.transactional_id, meta.producer_id, meta.producer_epoch)
                 self._unsent[meta.transactional_id] = set(meta.partitions)
-                self._send_markers(meta)
+                self._start_markers(meta)
 
     def _crash_point(self, name: str) -> None:
         if self.config.crash_point == name:
@@ -432,7 +461,7 @@ class TransactionCoordinator:
                                     else (meta.producer_id, meta.producer_epoch)))
         self._crash_point("after_prepare_commit" if commit else "after_prepare_abort")
         self._unsent[transactional_id] = set(meta.partitions)
-        self._send_markers(meta)
+        self._start_markers(meta)
         return done
 
     def _end_transaction_v1(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
@@ -475,17 +504,73 @@ class TransactionCoordinator:
             return code
         self._crash_point("after_prepare_commit" if commit else "after_prepare_abort")
         self._unsent[transactional_id] = set(meta.partitions)
-        self._send_markers(meta)
+        self._start_markers(meta)
         return NONE
 
+    def _start_markers(self, meta: TxnMetadata) -> None:
+        """Send the markers of a just prepared transaction: at once on a single node; on a cluster in a
+        task that first waits for the PREPARE record to be replicated (so a new coordinator knows it)."""
+        if not self.clustered:
+            self._send_markers(meta)
+            return
+        txn_id = meta.transactional_id
+        task = self._completing.get(txn_id)
+        if task is None or task.done():
+            self._completing[txn_id] = asyncio.get_running_loop().create_task(self._complete_async(txn_id))
+
+    async def _complete_async(self, txn_id: str) -> None:
+        """Cluster: PREPARE replicated -> markers to the partition leaders -> COMPLETE. Whatever fails is
+        left in `_unsent` for `retry_markers` (or for the next coordinator, after a leader change)."""
+        try:
+            if await self.txns.durable(txn_id):
+                return
+            try:
+                meta = self.txns.get(txn_id)
+            except CoordinatorUnavailable:
+                return
+            unsent = self._unsent.get(txn_id)
+            if meta is None or not meta.state.is_prepare or unsent is None:
+                self._unsent.pop(txn_id, None)
+                return
+            commit = meta.state is TxnState.PREPARE_COMMIT
+            if unsent:
+                results = await self.markers.send_many(Marker(meta.producer_id, meta.producer_epoch, commit,
+                                                              self.coordinator_epoch_of(txn_id), meta.client_tv,
+                                                              tuple(sorted(unsent))))
+                for tp, code in results.items():
+                    if code in _MARKER_GIVE_UP:
+                        log.warning("dropping %s marker of %s for %s-%d: error %d",
+                                    "COMMIT" if commit else "ABORT", txn_id, tp[0], tp[1], code)
+                    elif code:
+                        continue
+                    unsent.discard(tp)
+            try:
+                current = self.txns.get(txn_id)
+            except CoordinatorUnavailable:
+                return  # resigned meanwhile: the new coordinator completes it
+            if unsent or current is not meta or not meta.state.is_prepare or meta.pending_transition:
+                return
+            code = self._persist(meta, meta.prepare_complete(self.now_ms()))
+            if code:
+                log.warning("completing %s failed (%d); retrying", txn_id, code)
+                return
+            self._unsent.pop(txn_id, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("completing the transaction of %s failed; retrying", txn_id)
+        finally:
+            if self._completing.get(txn_id) is asyncio.current_task():
+                del self._completing[txn_id]
+
     def _send_markers(self, meta: TxnMetadata) -> None:
-        """Write the outstanding markers of a prepared transaction, then complete it."""
+        """Write the outstanding markers of a prepared transaction, then complete it (single node)."""
         txn_id = meta.transactional_id
         unsent = self._unsent.get(txn_id, set())
         commit = meta.state is TxnState.PREPARE_COMMIT
         for tp in sorted(unsent):
             code = self.markers.write(tp[0], tp[1], meta.producer_id, meta.producer_epoch, commit,
-                                      self.coordinator_epoch, meta.client_tv)
+                                      self.coordinator_epoch_of(txn_id), meta.client_tv)
             if code in _MARKER_GIVE_UP:
                 log.warning("dropping %s marker of %s for %s-%d: error %d", "COMMIT" if commit else "ABORT",
                             txn_id, tp[0], tp[1], code)
@@ -513,7 +598,7 @@ class TransactionCoordinator:
             if meta is None or not meta.state.is_prepare:
                 self._unsent.pop(txn_id, None)
                 continue
-            self._send_markers(meta)
+            self._start_markers(meta)
 
     # ---------------------------------------------------------------- timeouts and expiry
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
 import kafka.errors as ke
 
@@ -63,6 +63,14 @@ class TxnStateManager:
         self.value_version = value_version  # TransactionLogValue version to write (by transaction.version)
         self.coordinator_epoch = COORDINATOR_LEADER_EPOCH
         self.cache: dict[int, dict[str, TxnMetadata]] = {}
+        # On a cluster (`enable_partition_ownership`): partition -> coordinator epoch (its leader epoch) of
+        # the partitions this node leads; None on a single node (every partition, epoch 0).
+        self.owned: dict[int, int] | None = None
+        # async (topic, partition, end_offset) -> error code, waits until an append is replicated; None
+        # on a single node
+        self.replication: Callable[[str, int, int], Awaitable[int]] | None = None
+        self.append_end: dict[int, int] = {}  # partition -> end offset of this node's last append
+        self.append_check: Callable[[str, int], int] = lambda _t, _p: 0
         self.loading: set[int] = set()
         self.load_task: asyncio.Task | None = None
 
@@ -92,10 +100,13 @@ class TxnStateManager:
         calling thread): tests and fallback; the broker calls `ensure_topic_async` first."""
         if self.topic_exists():
             return
+        if self.owned is not None:  # a cluster: only the controller creates it (FindCoordinator does)
+            raise CoordinatorUnavailable(ke.CoordinatorNotAvailableError.errno)
         t0 = time.monotonic()
         self.catalog.create(TXN_TOPIC, self.configured_partitions, 1, self._topic_configs(), internal=True)
-        for p in range(self.configured_partitions):
-            self.cache.setdefault(p, {})
+        if self.owned is None:
+            for p in range(self.configured_partitions):
+                self.cache.setdefault(p, {})
         log.info("created %s with %d partitions in %.0f ms", TXN_TOPIC, self.configured_partitions,
                  (time.monotonic() - t0) * 1000)
 
@@ -106,15 +117,86 @@ class TxnStateManager:
             return
         info = await self.catalog.create_async(TXN_TOPIC, self.configured_partitions, 1, self._topic_configs(),
                                                internal=True, exist_ok=True)
-        for p in range(info.partitions):
-            self.cache.setdefault(p, {})
+        if self.owned is None:
+            for p in range(info.partitions):
+                self.cache.setdefault(p, {})
+
+    # ---------------------------------------------------------------- ownership (cluster)
+
+    def enable_partition_ownership(self, replication: Callable[[str, int, int], Awaitable[int]],
+                                   append_check: Callable[[str, int], int] = lambda _t, _p: 0) -> None:
+        """Cluster mode: coordinate no partition until `load_as_leader` is called for it; appends are
+        waited for with `replication` before answers depend on them, and not made at all while
+        `append_check(topic, partition)` answers an error (not the leader, ISR below min.insync.replicas:
+        Kafka's acks=all check before the append)."""
+        self.owned = {}
+        self.replication = replication
+        self.append_check = append_check
+        self.cache.clear()
+        self.loading.clear()
+
+    def epoch_of(self, partition: int) -> int:
+        """The coordinator epoch of `partition` (its leader epoch; 0 on a single node, -1 if not owned)."""
+        if self.owned is None:
+            return self.coordinator_epoch
+        return self.owned.get(partition, -1)
+
+    def load_as_leader(self, partition: int, epoch: int) -> list[TxnMetadata] | None:
+        """This node leads `partition` in `epoch`: replay it and serve its ids; returns the loaded
+        metadata (None when it was already loaded in this epoch or a newer one)."""
+        if self.owned is None:
+            return None
+        current = self.owned.get(partition)
+        if current is not None and current >= epoch:
+            return None
+        self.owned[partition] = epoch
+        self.loading.add(partition)
+        self.cache.pop(partition, None)
+        try:
+            loaded = self.load_partition(partition)
+        except Exception:
+            log.exception("loading %s-%d failed; its transactional ids stay unavailable", TXN_TOPIC, partition)
+            self.loading.discard(partition)
+            self.owned.pop(partition, None)
+            return None
+        self.cache[partition] = loaded
+        self.loading.discard(partition)
+        log.info("coordinating %s-%d in epoch %d (%d transactional ids)", TXN_TOPIC, partition, epoch, len(loaded))
+        return list(loaded.values())
+
+    def unload(self, partition: int) -> None:
+        """This node no longer leads `partition`: its ids answer NOT_COORDINATOR from now on."""
+        if self.owned is None:
+            return
+        was = self.owned.pop(partition, None)
+        self.cache.pop(partition, None)
+        self.loading.discard(partition)
+        self.append_end.pop(partition, None)
+        if was is not None:
+            log.info("resigned as coordinator of %s-%d (epoch %d)", TXN_TOPIC, partition, was)
+
+    async def durable(self, transactional_id: str) -> int:
+        """0 once this node's last append to the id's partition is replicated (at once on a single node);
+        else the error to answer: NOT_COORDINATOR (leadership moved) or COORDINATOR_NOT_AVAILABLE."""
+        if self.replication is None:
+            return 0
+        p = self.partition_for(transactional_id)
+        end = self.append_end.get(p)
+        if end is None:
+            return 0
+        code = await self.replication(TXN_TOPIC, p, end)
+        if not code:
+            return 0
+        if code in (ke.NotLeaderForPartitionError.errno, ke.KafkaStorageError.errno):
+            return ke.NotCoordinatorError.errno
+        return ke.CoordinatorNotAvailableError.errno
 
     # ---------------------------------------------------------------- loading
 
     def start_loading(self, on_loaded: Callable[[int, list[TxnMetadata]], None]) -> None:
         """Replay every existing partition in a background task; `on_loaded(partition, metadata)` runs as
         each one becomes available (the coordinator finishes its prepared transactions there)."""
-        if not self.topic_exists():
+        if not self.topic_exists() or self.owned is not None:
             return
         n = self.num_partitions
         self.loading = set(range(n))
@@ -223,7 +305,19 @@ class TxnStateManager:
                 raise CoordinatorUnavailable(ke.NotCoordinatorError.errno, f"{TXN_TOPIC}-{p} is not hosted here")
             value = None if transit.state is TxnState.DEAD else encode_value(transit, self.value_version())
             batch = encode_batch([(encode_key(txn_id), value)], self.now_ms())
-            plog.append(batch, leader_epoch=COORDINATOR_LEADER_EPOCH, origin=AppendOrigin.COORDINATOR)
+            if self.owned is None:
+                plog.append(batch, leader_epoch=COORDINATOR_LEADER_EPOCH, origin=AppendOrigin.COORDINATOR)
+            else:
+                epoch = self.owned.get(p)
+                if epoch is None:
+                    raise CoordinatorUnavailable(ke.NotCoordinatorError.errno, f"not the leader of {TXN_TOPIC}-{p}")
+                if (code := self.append_check(TXN_TOPIC, p)):
+                    raise CoordinatorUnavailable(ke.NotCoordinatorError.errno
+                                                 if code == ke.NotLeaderForPartitionError.errno
+                                                 else ke.CoordinatorNotAvailableError.errno,
+                                                 f"{TXN_TOPIC}-{p}: error {code} before the append")
+                info = plog.append(batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR)
+                self.append_end[p] = info.last_offset + 1
         except BaseException:
             meta.abort_transition()
             raise

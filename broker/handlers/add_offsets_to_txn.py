@@ -10,7 +10,7 @@ from .. import acl
 from ..authorizer import authorize
 from ..context import RequestContext
 from ..registry import handles
-from .txn_common import for_version
+from .txn_common import durable, for_version
 
 FENCED_SINCE = 2
 
@@ -22,4 +22,6 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnReq
     if not authorize(ctx, acl.READ, acl.GROUP, req.group_id):
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ke.GroupAuthorizationFailedError.errno)
     code = ctx.broker.txns.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+    if ctx.broker.txns.clustered:
+        code = await durable(ctx.broker, req.transactional_id, code)
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=for_version(code, ctx.api_version, FENCED_SINCE))

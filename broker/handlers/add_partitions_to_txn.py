@@ -13,7 +13,7 @@ from ..authorizer import authorize, authorize_cluster, authorized_names
 from ..context import RequestContext
 from ..registry import handles
 from ..state import BrokerState
-from .txn_common import OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, for_version, unknown_partitions
+from .txn_common import OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, durable, for_version, unknown_partitions
 
 Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
@@ -34,6 +34,14 @@ def _results(state: BrokerState, coord: TransactionCoordinator, txn_id: str, pid
     # transactionVersionForAddPartitionsToTxn)
     code = coord.add_partitions(txn_id, pid, epoch, set(parts), client_tv=2 if batched else 0)
     return {tp: code for tp in parts}
+
+
+async def _replicated(state: BrokerState, txn_id: str, errors: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Cluster: partitions added are answered once the coordinator's write is replicated."""
+    if not errors or any(errors.values()):
+        return errors
+    code = await durable(state, txn_id, 0)
+    return {tp: code for tp in errors} if code else errors
 
 
 def _topic_results(errors: dict[tuple[str, int], int], topic_cls=TopicResult) -> list:
@@ -77,12 +85,16 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
                 return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(refused))
         errors = _results(state, coord, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                           req.v3_and_below_producer_epoch, req.v3_and_below_topics, verify_only=False)
+        if coord.clustered:
+            errors = await _replicated(state, req.v3_and_below_transactional_id, errors)
         errors = {tp: for_version(code, version, FENCED_SINCE) for tp, code in errors.items()}
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors))
     results = []
     for txn in req.transactions:
         errors = _results(state, coord, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
                           verify_only=txn.verify_only, batched=True)
+        if coord.clustered and not txn.verify_only:
+            errors = await _replicated(state, txn.transactional_id, errors)
         results.append(Result(transactional_id=txn.transactional_id,
                               topic_results=_topic_results(errors, Result.AddPartitionsToTxnTopicResult)))
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)

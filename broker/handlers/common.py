@@ -37,3 +37,12 @@ def lookup_partition(state: BrokerState, topic: str | None, partition: int) -> t
 def topic_name_for_id(state: BrokerState, topic_id: uuid.UUID) -> str | None:
     info = state.catalog.by_id.get(topic_id)
     return info.name if info is not None else None
+
+
+def has_partition(state: BrokerState, topic: str, partition: int) -> bool:
+    """Whether the partition exists: on a cluster in the metadata image (this node may host no replica
+    of it: the group and transaction coordinators accept any existing partition), else locally."""
+    cluster = getattr(state, "cluster", None)
+    if cluster is None:
+        return state.catalog.has_partition(topic, partition)
+    return cluster.image.partition(topic, partition) is not None

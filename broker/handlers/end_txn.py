@@ -11,7 +11,7 @@ from .. import acl
 from ..authorizer import authorize
 from ..context import RequestContext
 from ..registry import handles
-from .txn_common import for_version
+from .txn_common import durable, for_version
 
 FENCED_SINCE = 2
 TV2_SINCE = 5
@@ -25,5 +25,8 @@ async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnRespo
                               producer_id=-1, producer_epoch=-1)
     res = ctx.broker.txns.end_transaction(req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
                                           client_tv=2 if version >= TV2_SINCE else 0)
+    if ctx.broker.txns.clustered and not res.error_code:  # the PREPARE record replicated first
+        if (code := await durable(ctx.broker, req.transactional_id, 0)):
+            res = res._replace(error_code=code, producer_id=-1, producer_epoch=-1)
     return EndTxnResponse(throttle_time_ms=0, error_code=for_version(res.error_code, version, FENCED_SINCE),
                           producer_id=res.producer_id, producer_epoch=res.producer_epoch)

@@ -54,6 +54,8 @@ async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorReque
 
 async def _find(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     state = ctx.broker
+    if getattr(state, "cluster", None) is not None:
+        return await _find_in_cluster(ctx, req)
     adv = state.advertised_for(ctx.listener)
     key_type = req.key_type if ctx.api_version >= 1 else GROUP
     code, message = 0, None
@@ -82,3 +84,37 @@ async def _find(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordin
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                    node_id=state.node_id if not code else -1, host=adv.host if not code else "",
                                    port=adv.port if not code else -1)
+
+
+async def _find_in_cluster(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    """Cluster: each key's coordinator is the leader of its state partition (from the metadata image);
+    the state topic is created through the controller on first use."""
+    from ..coordinator_lookup import CoordinatorAddress, find
+    state = ctx.broker
+    key_type = req.key_type if ctx.api_version >= 1 else GROUP
+    keys = list(req.coordinator_keys) if ctx.api_version >= 4 else [req.key]
+    message = None
+    if key_type not in (GROUP, TRANSACTION):
+        found = {k: CoordinatorAddress(ke.InvalidRequestError.errno) for k in keys}
+        message = f"unsupported coordinator key type {key_type}"
+    else:
+        try:
+            await state.ensure_internal_topic("__consumer_offsets" if key_type == GROUP else "__transaction_state")
+        except Exception as exc:
+            log.info("creating the coordinator state topic failed: %s", exc)
+            found = {k: CoordinatorAddress(ke.CoordinatorNotAvailableError.errno) for k in keys}
+        else:
+            found = {k: find(state, key_type, k, ctx.listener) for k in keys}
+    if ctx.api_version >= 4:  # Kafka 4.3: an empty message per key
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            Coordinator(key=k, node_id=found[k].node_id, host=found[k].host, port=found[k].port,
+                        error_code=found[k].error_code, error_message=(message or "") if found[k].error_code else "")
+            for k in keys])
+    a = found[req.key]
+    # Kafka 4.3 before v4: the error's message, "NONE" on success
+    text = message or _MESSAGES.get(a.error_code, "")
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=a.error_code, error_message=text,
+                                   node_id=a.node_id, host=a.host, port=a.port)
+
+
+_MESSAGES = {0: "NONE", ke.CoordinatorNotAvailableError.errno: "The coordinator is not available."}

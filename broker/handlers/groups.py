@@ -68,6 +68,10 @@ async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncG
         group_instance_id=req.group_instance_id if v >= 3 else None,
         protocol_type=req.protocol_type if v >= 5 else None, protocol_name=req.protocol_name if v >= 5 else None,
         assignments={a.member_id: bytes(a.assignment or b"") for a in req.assignments})
+    if ctx.broker.groups.replication is not None and not result.error:
+        if (code := await ctx.broker.groups.durable(req.group_id)):  # cluster: the assignment replicated first
+            return SyncGroupResponse(throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None,
+                                     assignment=b"")
     return SyncGroupResponse(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
                              protocol_name=result.protocol_name, assignment=result.assignment)
 

@@ -41,6 +41,10 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
                                           producer_id=-1, producer_epoch=-1)
         code, pid, epoch = ctx.broker.txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
                                                             None if pid == -1 else (pid, epoch))
+        if ctx.broker.txns.clustered and not code:
+            from .txn_common import durable
+            if (code := await durable(ctx.broker, req.transactional_id, code)):
+                pid, epoch = -1, -1
         if code == ke.ProducerFencedError.errno and ctx.api_version < 4:
             code = ke.InvalidProducerEpochError.errno
         return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)

@@ -9,7 +9,7 @@ from .. import acl
 from ..authorizer import authorize, authorized_names
 from ..context import RequestContext
 from ..registry import handles
-from .common import ZERO_UUID
+from .common import ZERO_UUID, has_partition
 
 TopicResponse = OffsetCommitResponse.OffsetCommitResponseTopic
 PartitionResponse = TopicResponse.OffsetCommitResponsePartition
@@ -47,7 +47,7 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) ->
         for pi, p in enumerate(t.partitions):
             if readable is not None and name is not None and name not in readable:
                 errors[(ti, pi)] = ke.TopicAuthorizationFailedError.errno
-            elif name is None or not state.catalog.has_partition(name, p.partition_index):
+            elif name is None or not has_partition(state, name, p.partition_index):
                 errors[(ti, pi)] = missing if name is None else UNKNOWN_TOPIC_OR_PARTITION
             else:
                 commits.append((name, p.partition_index, p.committed_offset,
@@ -58,6 +58,9 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) ->
             group_id=req.group_id, generation_id=req.generation_id_or_member_epoch, member_id=req.member_id or "",
             group_instance_id=req.group_instance_id if v >= 7 else None,
             retention_time_ms=req.retention_time_ms if v <= 4 else -1, api_version=v, partitions=commits)
+        if state.groups.replication is not None and results and not any(results.values()):
+            if (code := await state.groups.durable(req.group_id)):  # cluster: replicated before the answer
+                results = {tp: code for tp in results}
     topics = []
     for ti, t in enumerate(req.topics):
         parts = []

@@ -115,15 +115,15 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
         check_produce_payload(records, version)
         transactional = len(records) >= HEADER_SIZE and bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK)
 
-        def unverified() -> PartitionResponse | None:
+        async def unverified() -> PartitionResponse | None:
             """KIP-890: only into a partition of the producer's open transaction."""
             header = parse_header(records)
-            code, message = verify_transactional_produce(state, transactional_id, header.producer_id,
-                                                         header.producer_epoch, topic, index, version)
+            code, message = await verify_transactional_produce(state, transactional_id, header.producer_id,
+                                                               header.producer_epoch, topic, index, version)
             # answered before the append: no log start offset, as Kafka does
             return _error(index, code, message) if code else None
 
-        if transactional and (refused := unverified()) is not None:
+        if transactional and (refused := await unverified()) is not None:
             return refused
         validated = False
         # too large: append refuses it before looking inside (Kafka checks sizes before content)
@@ -134,7 +134,7 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
             # transaction may have ended (a late batch must not land after its marker)
             if state.catalog.partition_log(topic, index) is not plog:
                 return _error(index, ke.UnknownTopicOrPartitionError.errno)
-            if transactional and (refused := unverified()) is not None:
+            if transactional and (refused := await unverified()) is not None:
                 return refused
         appended = plog.begin_append(records, leader_epoch=leader_epoch, validated=validated,
                                      transaction_version=TV2 if transactional and version >= TV2_PRODUCE_VERSION else 0)

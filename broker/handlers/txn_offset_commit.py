@@ -20,7 +20,8 @@ from .. import acl
 from ..authorizer import authorize, authorized_names
 from ..context import RequestContext
 from ..registry import handles
-from .txn_common import INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION, unknown_partitions
+from .txn_common import (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION, unknown_partitions,
+                         verify_in_transaction)
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +72,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequ
     known = [r for r in rows if (r[0], r[1]) not in unknown]
     if known:
         group_tp = (GROUP_TOPIC, state.txns.group_partition(req.group_id))
-        if version >= IMPLICIT_ADD_SINCE:
-            code = state.txns.verify_produce(req.transactional_id, req.producer_id, req.producer_epoch, group_tp,
-                                             add_if_missing=True)
-        else:
-            code = state.txns.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                [group_tp])[group_tp]
+        code = await verify_in_transaction(state, req.transactional_id, req.producer_id, req.producer_epoch,
+                                           group_tp, add_if_missing=version >= IMPLICIT_ADD_SINCE, always=True)
         if code:
             errors.update({(t, p): _verification_error(code, version) for t, p, *_ in known})
         else:
@@ -86,4 +83,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequ
                 member_id=req.member_id if version >= 3 else "",
                 group_instance_id=req.group_instance_id if version >= 3 else None,
                 partitions=known))
+            if state.groups.replication is not None and not any(errors.values()):
+                if (code := await state.groups.durable(req.group_id)):  # cluster: replicated first
+                    errors = {tp: code for tp in errors}
     return _response(errors)

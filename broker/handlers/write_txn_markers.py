@@ -28,6 +28,8 @@ async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequ
                                                  for p in t.partition_indexes]) for t in m.topics])
             for m in req.markers])
     writer = ctx.broker.txns.markers
+    if writer.route is not None:
+        return await _write_replicated(writer, req, ctx.api_version)
     markers = []
     for m in req.markers:
         topics = []
@@ -39,4 +41,24 @@ async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequ
                      for p in t.partition_indexes]
             topics.append(TopicResult(name=t.name, partitions=parts))
         markers.append(MarkerResult(producer_id=m.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(markers=markers)
+
+
+async def _write_replicated(writer, req: WriteTxnMarkersRequest, version: int) -> WriteTxnMarkersResponse:
+    """Cluster: each marker appended by this node as the partition's leader (NOT_LEADER_OR_FOLLOWER
+    otherwise) and answered once replicated, as Kafka appends markers with acks=all."""
+    import asyncio
+
+    from ...coordinator.txn_markers import Marker
+    markers = []
+    for m in req.markers:
+        marker = Marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                        m.transaction_version if version >= 2 else 0, ())
+        tps = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        codes: dict = {}
+        for part in await asyncio.gather(*(writer.write_replicated(tp, marker) for tp in tps)):
+            codes.update(part)
+        markers.append(MarkerResult(producer_id=m.producer_id, topics=[
+            TopicResult(name=t.name, partitions=[PartitionResult(partition_index=p, error_code=codes[(t.name, p)])
+                                                 for p in t.partition_indexes]) for t in m.topics]))
     return WriteTxnMarkersResponse(markers=markers)
