@@ -255,9 +255,22 @@ class ReplicaManager:
     # -- following the metadata image ---------------------------------------------------------------
     def start(self) -> None:
         """Follow the image (the runtime tells a late listener of every partition it already has,
-        once their local logs exist)."""
-        self.cluster.add_listener(self.on_image)
+        once their local logs exist) — from the moment this broker has caught up with the metadata
+        log (unfenced) on: the image a restarted node replays from its own log is stale, and acting on
+        it would make the node lead (and coordinate) partitions it no longer leads. Kafka's brokers
+        publish metadata to their replica manager only after the same initial catch-up."""
         loop = asyncio.get_running_loop()
+        caught_up = getattr(self.cluster, "caught_up_once", None)
+        if caught_up is None or caught_up.is_set():
+            self.cluster.add_listener(self.on_image)
+        else:
+            async def follow_when_caught_up() -> None:
+                await caught_up.wait()
+                if not self._stopped:
+                    self.cluster.add_listener(self.on_image)
+            task = loop.create_task(follow_when_caught_up())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         self._isr_task = loop.create_task(self._isr_expiration())
         self._checkpoint_task = loop.create_task(self._checkpoint_loop())
 
