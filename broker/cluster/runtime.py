@@ -141,26 +141,22 @@ class ClusterRuntime:
                     log.exception("cluster: making local partitions of %s follow the metadata failed", name)
             late, self._late = self._late, []
             for fn in late:  # added after partitions existed: every partition first (deletions seen are gone)
-                everything = [(t.name, p) for t in self.image.topics.values() for p in t.partitions]
-                try:
-                    result = fn(self.image, everything, [])
-                    if asyncio.iscoroutine(result):
-                        await result
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("cluster: metadata listener %r failed", fn)
+                await self._tell(fn, [(t.name, p) for t in self.image.topics.values() for p in t.partitions], [])
             for fn in list(self._listeners):
-                try:
-                    result = fn(self.image, changed, deleted)
-                    if asyncio.iscoroutine(result):
-                        await result
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("cluster: metadata listener %r failed", fn)
+                await self._tell(fn, changed, deleted)
             self._applied_event.set()
             self._applied_event = asyncio.Event()
+
+    async def _tell(self, fn, changed: list, deleted: list) -> None:
+        """One metadata listener told of a change; its failure is logged, never stops the others."""
+        try:
+            result = fn(self.image, changed, deleted)
+            if asyncio.iscoroutine(result):
+                await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("cluster: metadata listener %r failed", fn)
 
     async def _follow(self, name: str) -> None:
         catalog = self.state.catalog
