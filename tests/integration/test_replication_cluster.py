@@ -202,7 +202,7 @@ def test_two_of_three_down_nothing_is_acknowledged_with_acks_all(cluster):
     it did append unacknowledged is either kept or truncated later, never reported as written."""
     from confluent_kafka import KafkaError, Producer
     create_topic(cluster, "q", {"min.insync.replicas": "2"})
-    leader = wait_isr(cluster, "q", {1, 2, 3})
+    leader = wait_isr(cluster, "q", {1, 2, 3}, timeout=40)  # the node the last test restarted catches up
     with RawClient(cluster.nodes[leader].bootstrap) as c:
         assert produce_raw(c, "q", build_batch([b"before"]), acks=-1).error_code == 0
     others = [n for n in cluster.ids if n != leader]
