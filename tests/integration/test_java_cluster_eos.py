@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.cluster_harness import Cluster
-from tests.integration.test_coordinator_failover import CONFIG, coordinator, create_topic, restart_and_wait_in_sync
+from tests.integration.test_coordinator_failover import CONFIG, TOPIC, coordinator, create_topic, restart_and_wait_in_sync
 from tests.integration.test_java_client import classpath, lab
 from tests.integration.test_java_eos_tv2 import PROGRAM
 from tests.txn_helpers import consume_to_end
@@ -28,6 +28,7 @@ def test_java_eos_survives_the_transaction_coordinators_kill(tmp_path):
     try:
         tag = uuid.uuid4().hex[:6]
         src, out, group, tid = f"jin-{tag}", f"jout-{tag}", f"jg-{tag}", f"jtx-{tag}"
+        create_topic(cluster, TOPIC)  # restart_and_wait_in_sync checks its ISRs
         create_topic(cluster, src)
         create_topic(cluster, out)
         p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
@@ -38,11 +39,13 @@ def test_java_eos_survives_the_transaction_coordinators_kill(tmp_path):
                src, out, group, tid, "run"]
         dead: set[int] = set()
         rc = None
+        kills_mid_run = 0
         for attempt, kill_after in enumerate([2.5, 1.0, None, None, None]):
             java = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if kill_after is not None:
                 time.sleep(kill_after)
                 node = coordinator(cluster, 1, tid)
+                kills_mid_run += java.poll() is None  # the Java loop was still running
                 cluster.kill(node)
                 dead.add(node)
                 time.sleep(1.0)
@@ -56,6 +59,8 @@ def test_java_eos_survives_the_transaction_coordinators_kill(tmp_path):
             if rc == 0:
                 break
         assert rc == 0, stdout[-2000:] + stderr[-3000:]
+        assert kills_mid_run >= 1, "the coordinator was never killed while transactions ran"
+        print(f"attempts={attempt + 1} kills_mid_run={kills_mid_run} {stdout.strip().splitlines()[-1]}")
         got = consume_to_end(cluster.bootstrap, out, [0, 1, 2])
         outputs = sorted(v.decode() for part in got.values() for _o, v in part)
         assert outputs == sorted(f"out-v{i:04d}" for i in range(N))  # nothing lost, nothing twice
