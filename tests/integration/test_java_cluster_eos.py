@@ -40,6 +40,7 @@ def test_java_eos_survives_the_transaction_coordinators_kill(tmp_path):
         dead: set[int] = set()
         rc = None
         kills_mid_run = 0
+        failures: list[str] = []  # why earlier runs of the loop ended (a kill may fence or time it out)
         for attempt, kill_after in enumerate([2.5, 1.0, None, None, None]):
             java = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if kill_after is not None:
@@ -58,9 +59,11 @@ def test_java_eos_survives_the_transaction_coordinators_kill(tmp_path):
             rc = java.returncode
             if rc == 0:
                 break
-        assert rc == 0, stdout[-2000:] + stderr[-3000:]
+            failures.append(f"attempt {attempt + 1} exited {rc}: {stderr[-1500:]}")
+        assert rc == 0, stdout[-2000:] + stderr[-3000:] + "\n".join(failures)
         assert kills_mid_run >= 1, "the coordinator was never killed while transactions ran"
-        print(f"attempts={attempt + 1} kills_mid_run={kills_mid_run} {stdout.strip().splitlines()[-1]}")
+        print(f"attempts={attempt + 1} kills_mid_run={kills_mid_run} {stdout.strip().splitlines()[-1]}", *failures,
+              sep="\n")
         got = consume_to_end(cluster.bootstrap, out, [0, 1, 2])
         outputs = sorted(v.decode() for part in got.values() for _o, v in part)
         assert outputs == sorted(f"out-v{i:04d}" for i in range(N))  # nothing lost, nothing twice
