@@ -49,7 +49,7 @@ def test_java_eos_survives_the_transaction_coordinators_kill(tmp_path):
                 kills_mid_run += java.poll() is None  # the Java loop was still running
                 cluster.kill(node)
                 dead.add(node)
-                time.sleep(1.0)
+                time.sleep(1.0)  # the node stays down a while (the fault), then comes back
                 restart_and_wait_in_sync(cluster, dead)
             try:
                 stdout, stderr = java.communicate(timeout=60)
