@@ -157,6 +157,8 @@ class Broker:
         state.cluster.active = ActiveController(
             state.quorum, lambda: state.cluster.image,
             ControllerConfig(session_timeout_ms=int(config.get("broker.session.timeout.ms"))))
+        from .cluster.security_sync import attach
+        attach(state)  # ACLs, SCRAM credentials, dynamic broker configs from the metadata image
 
     async def _start_admin(self) -> None:
         """The HTTP admin listener (broker/admin_http.py), first: a taken port fails start-up early."""

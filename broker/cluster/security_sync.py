@@ -1,0 +1,52 @@
+"""A cluster node's ACLs, SCRAM credentials and dynamic broker configs follow the metadata image
+(Kafka: the StandardAuthorizer, the SCRAM credential cache and DynamicBrokerConfig fed by the
+BrokerMetadataPublisher).
+
+Invariant: after every committed run of metadata records (ClusterRuntime's listeners, in commit
+order) the authorizer's ACL set, the credential store and the BROKER config layers ("" and this
+node's id) are exactly the image's; nothing is read from or written to the single-node files, so a
+restarted node has what the replayed log says. Work is done only when the image's
+`security_version` moved (or on the first call, which marks the ACLs loaded).
+"""
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING
+
+from ..acl import AclBinding
+from ..sasl.scram import ScramCredential
+
+if TYPE_CHECKING:
+    from ...coordinator.cluster.image import MetadataImage
+    from ..state import BrokerState
+
+
+def credentials_of(image: "MetadataImage") -> dict[str, dict[str, ScramCredential]]:
+    """user -> mechanism -> credential, as the image holds them."""
+    b64 = base64.b64decode
+    return {user: {mech: ScramCredential(b64(c["salt"]), b64(c["storedKey"]), b64(c["serverKey"]), c["iterations"])
+                   for mech, c in by_mech.items()}
+            for user, by_mech in image.scram.items()}
+
+
+class SecuritySync:
+    def __init__(self, state: "BrokerState") -> None:
+        self.state = state
+        self.version = -1
+
+    def __call__(self, image: "MetadataImage", _changed: list, _deleted: list) -> None:
+        if image.security_version == self.version:
+            return
+        self.version = image.security_version
+        state = self.state
+        if state.authorizer is not None:
+            state.authorizer.store.follow(AclBinding(*row) for row in image.acls.values())
+        state.scram_credentials.follow(credentials_of(image))
+        state.dynamic_config.follow(image.broker_configs.get("", {}),
+                                    image.broker_configs.get(str(state.node_id), {}))
+
+
+def attach(state: "BrokerState") -> None:
+    """Make `state`'s security stores follow `state.cluster`'s image from now on."""
+    assert state.cluster is not None
+    state.cluster.add_listener(SecuritySync(state))
