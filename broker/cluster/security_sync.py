@@ -50,3 +50,19 @@ def attach(state: "BrokerState") -> None:
     """Make `state`'s security stores follow `state.cluster`'s image from now on."""
     assert state.cluster is not None
     state.cluster.add_listener(SecuritySync(state))
+
+
+def bootstrap_credentials(state: "BrokerState"):
+    """The active controller's activation step: the SCRAM credentials formatted into this node's data
+    dir (`minikafka storage format --add-scram`, read now, at start-up) go into the metadata log once
+    per cluster, with BootstrapDone (Kafka: the bootstrap checkpoint's UserScramCredentialRecords)."""
+    from ..sasl.credentials import ScramCredentialStore
+    b64 = lambda data: base64.b64encode(data).decode("ascii")  # noqa: E731
+    creds = ScramCredentialStore(state.config.log_dirs[0]).load().users()
+    records = [(user, mech, b64(c.salt), b64(c.stored_key), b64(c.server_key), c.iterations)
+               for user, by_mech in sorted(creds.items()) for mech, c in sorted(by_mech.items())]
+
+    def on_activate(controller) -> None:
+        if not controller.image.bootstrapped:
+            controller.bootstrap(records)
+    return on_activate

@@ -7,7 +7,8 @@ file, fsync, rename, directory fsync) before a change is acknowledged, so creden
 and kill -9. `minikafka storage format --add-scram ...` writes the same file before the broker first
 starts (Kafka's `kafka-storage format --add-scram`). A file that cannot be read refuses start-up:
 security never fails open (an unreadable store must not look like "no users"). In a cluster the
-metadata log holds them instead (UserScramCredential records): `follow` replaces the map, no file.
+metadata log holds them instead (UserScramCredential records): `follow` replaces the map, no file;
+the formatted file is read only as the bootstrap the first active controller puts into the log.
 """
 from __future__ import annotations
 

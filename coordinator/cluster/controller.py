@@ -305,6 +305,15 @@ class Controller:
         for user, mechanism, salt, stored, server, iterations in upserts:
             self._emit(r.user_scram_credential(user, mechanism, salt, stored, server, iterations))
 
+    def bootstrap(self, upserts: Iterable[tuple[str, str, str, str, str, int]]) -> bool:
+        """Once per cluster (Kafka: the bootstrap checkpoint written by `kafka-storage format --add-scram`):
+        the formatted credentials not yet in the log, then BootstrapDone. False when already done."""
+        if self.image.bootstrapped:
+            return False
+        self.alter_scram([u for u in upserts if u[1] not in self.image.scram.get(u[0], {})], [])
+        self._emit(r.bootstrap_done())
+        return True
+
     # -- partitions -----------------------------------------------------------------------------------
     def alter_partition(self, broker_id: int, topic_id: bytes, partition: int, leader_epoch: int,
                         partition_epoch: int, new_isr: list[tuple[int, int]]) -> PartitionInfo:

@@ -68,6 +68,7 @@ class MetadataImage:
         self.scram: dict[str, dict[str, dict]] = {}  # user -> mechanism -> {salt, storedKey, serverKey, iterations}
         # bumped by every ACL / SCRAM / BROKER config record: followers re-read only when it moved
         self.security_version = 0
+        self.bootstrapped = False  # a BootstrapDone record was applied (formatted credentials are in the log)
 
     # -- queries ---------------------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
@@ -94,6 +95,7 @@ class MetadataImage:
         out.acls = dict(self.acls)
         out.scram = {u: dict(m) for u, m in self.scram.items()}
         out.security_version = self.security_version
+        out.bootstrapped = self.bootstrapped
         return out
 
     def has_acl(self, row: r.AclRow) -> bool:
@@ -208,6 +210,10 @@ class MetadataImage:
         self.security_version += 1
         return [], []
 
+    def _bootstrap_done(self, p: dict) -> tuple[list[Change], list[str]]:
+        self.bootstrapped = True
+        return [], []
+
     def _remove_scram(self, p: dict) -> tuple[list[Change], list[str]]:
         by_mech = self.scram.get(p["name"])
         if by_mech is not None and by_mech.pop(p["mechanism"], None) is not None:
@@ -222,7 +228,8 @@ _APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.BROKER_STATE: Met
           r.PARTITION_CHANGE: MetadataImage._partition_change, r.REMOVE_TOPIC: MetadataImage._remove_topic,
           r.PRODUCER_IDS: MetadataImage._producer_ids, r.CONFIG: MetadataImage._config,
           r.ACCESS_CONTROL_ENTRY: MetadataImage._acl, r.REMOVE_ACCESS_CONTROL_ENTRY: MetadataImage._remove_acl,
-          r.USER_SCRAM_CREDENTIAL: MetadataImage._scram, r.REMOVE_USER_SCRAM_CREDENTIAL: MetadataImage._remove_scram}
+          r.USER_SCRAM_CREDENTIAL: MetadataImage._scram, r.REMOVE_USER_SCRAM_CREDENTIAL: MetadataImage._remove_scram,
+          r.BOOTSTRAP_DONE: MetadataImage._bootstrap_done}
 
 
 def _id_bytes(topic_id: bytes | str | uuid.UUID) -> bytes:

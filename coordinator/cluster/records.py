@@ -25,6 +25,7 @@ ACCESS_CONTROL_ENTRY = "AccessControlEntry"
 REMOVE_ACCESS_CONTROL_ENTRY = "RemoveAccessControlEntry"
 USER_SCRAM_CREDENTIAL = "UserScramCredential"
 REMOVE_USER_SCRAM_CREDENTIAL = "RemoveUserScramCredential"
+BOOTSTRAP_DONE = "BootstrapDone"  # the formatted SCRAM credentials (`storage format --add-scram`) are in the log
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4
@@ -102,3 +103,7 @@ def user_scram_credential(name: str, mechanism: str, salt: str, stored_key: str,
 
 def remove_user_scram_credential(name: str, mechanism: str) -> Record:
     return {"type": REMOVE_USER_SCRAM_CREDENTIAL, "name": name, "mechanism": mechanism}
+
+
+def bootstrap_done() -> Record:
+    return {"type": BOOTSTRAP_DONE}

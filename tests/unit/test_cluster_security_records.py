@@ -126,3 +126,18 @@ def test_node_stores_follow_the_image(tmp_path):
     sync(log.replay(), [], [])
     assert state.authorizer.store.current.acls == frozenset()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bootstrap_credentials_go_into_the_log_once():
+    """The formatted credentials (`storage format --add-scram`): the first active controller puts the
+    ones the log lacks there, then BootstrapDone; a later controller (or a restart) adds nothing."""
+    c, log = controller()
+    c.alter_scram([("alice", "SCRAM-SHA-256", "YQ==", "Yg==", "Yw==", 4096)], [])  # made at run time already
+    formatted = [("admin", "SCRAM-SHA-512", "c2FsdA==", "c3Q=", "c2U=", 8192),
+                 ("alice", "SCRAM-SHA-256", "eA==", "eQ==", "eg==", 4096)]
+    assert c.bootstrap(formatted)
+    assert [e["type"] for e in log.entries[1:]] == [r.USER_SCRAM_CREDENTIAL, r.BOOTSTRAP_DONE]
+    image = log.replay()
+    assert image.bootstrapped and image.scram["alice"]["SCRAM-SHA-256"]["salt"] == "YQ=="
+    again = Controller(image, log.propose)
+    assert not again.bootstrap(formatted) and len(log.entries) == 3
