@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import KafkaException
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                   ConfigResource, ConfigSource, ResourcePatternType,
+                                   AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourcePatternType,
                                    ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
 from minikafka.broker.sasl.bootstrap import add_scram_credentials
@@ -106,6 +106,14 @@ def test_acls_scram_and_broker_configs_are_cluster_wide_and_survive_kill_9(clust
     for binding, f in a1.create_acls([cluster_acl("alice"), cluster_acl("bob")], request_timeout=30).items():
         f.result(30)
 
+    # the controller validates as Kafka's AclControlManager (the answer comes back through the broker)
+    bad = AclBinding(ResourceType.BROKER, "not-the-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                     AclOperation.ALTER, AclPermissionType.ALLOW)
+    with pytest.raises(KafkaException) as refused:
+        a1.create_acls([bad], request_timeout=30)[bad].result(30)
+    assert refused.value.args[0].name() == "INVALID_REQUEST"
+    assert "The only valid name for the CLUSTER resource is kafka-cluster" in refused.value.args[0].str()
+
     # the users log in on the other nodes (credentials replicated) and the ACLs allow them there
     for n in (2, 3):
         wait_until(lambda n=n: may_describe_broker(c, n, "alice") is True and may_describe_broker(c, n, "bob") is True,
@@ -131,6 +139,13 @@ def test_acls_scram_and_broker_configs_are_cluster_wide_and_survive_kill_9(clust
     DYNAMIC_DEFAULT = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     wait_until(lambda: broker_config(c, 1, "log.retention.ms") == ("7200000", DYNAMIC_DEFAULT), timeout=15,
                what="the default on node 1")
+
+    # a per-broker config (sent to broker 3 itself) is broker 3's only
+    res3 = ConfigResource(ResourceType.BROKER, "3", incremental_configs=[
+        ConfigEntry("message.max.bytes", "2000000", incremental_operation=AlterConfigOpType.SET)])
+    a1.incremental_alter_configs([res3], request_timeout=30)[res3].result(30)
+    assert broker_config(c, 3, "message.max.bytes") == ("2000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert broker_config(c, 1, "message.max.bytes")[1] != ConfigSource.DYNAMIC_BROKER_CONFIG.value
 
     # kill -9 a node and start it again: the replayed log still holds all of it
     c.kill(2)
