@@ -149,8 +149,11 @@ def test_acls_scram_and_broker_configs_are_cluster_wide_and_survive_kill_9(clust
 
     # kill -9 a node and start it again: the replayed log still holds all of it
     c.kill(2)
+    before = len(c.nodes[2].log_path.read_text(errors="replace"))
     c.restart(2)
     wait_until(lambda: may_describe_broker(c, 2, "alice") is True, timeout=30, what="alice allowed on node 2 again")
+    # logins wait until the restarted node has replayed the credentials: none of them was refused
+    assert "authentication of" not in c.nodes[2].log_path.read_text(errors="replace")[before:]
     assert may_describe_broker(c, 2, "bob") is False
     assert broker_config(c, 2, "log.retention.ms") == ("7200000", DYNAMIC_DEFAULT)
     a2 = admin(c, 2)
