@@ -141,3 +141,24 @@ def test_bootstrap_credentials_go_into_the_log_once():
     assert image.bootstrapped and image.scram["alice"]["SCRAM-SHA-256"]["salt"] == "YQ=="
     again = Controller(image, log.propose)
     assert not again.bootstrap(formatted) and len(log.entries) == 3
+
+
+def test_dynamic_broker_config_follows_the_image_without_a_file(tmp_path):
+    """DynamicBrokerConfig.follow: the layers become the image's (entries this broker cannot use are
+    dropped, as Kafka drops them), the config is reconfigured and the listeners told; nothing written."""
+    from minikafka.broker.config import BrokerConfig
+    from minikafka.broker.dynamic_config import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, DynamicBrokerConfig
+    config = BrokerConfig({"log.dirs": str(tmp_path), "node.id": "2"})
+    d = DynamicBrokerConfig(config, tmp_path)
+    told = []
+    d.on_change(told.append)
+    d.follow({"log.retention.ms": "60000", "broker.id": "9"}, {"message.max.bytes": "2000000"})
+    assert d.cluster_default == {"log.retention.ms": "60000"} and d.per_broker == {"message.max.bytes": "2000000"}
+    assert config.log_config.retention_ms == 60000 and config.get("message.max.bytes") == "2000000" and len(told) == 1
+    assert d.synonyms("message.max.bytes")[0][2] == SOURCE_DYNAMIC_BROKER
+    assert d.synonyms("log.retention.ms")[0][2] == SOURCE_DYNAMIC_DEFAULT
+    d.follow({"log.retention.ms": "60000"}, {"message.max.bytes": "2000000"})  # the same: nobody told
+    assert len(told) == 1
+    d.follow({}, {})
+    assert config.log_config.retention_ms != 60000 and len(told) == 2
+    assert list(tmp_path.iterdir()) == []
