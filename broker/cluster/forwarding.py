@@ -101,23 +101,21 @@ async def forward_scram(state: "BrokerState", req: Any) -> AlterUserScramCredent
     return resp
 
 
-async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[str, str]]) -> dict[str, tuple[int, str | None]]:
-    """BROKER layers ("" or a broker id -> the complete new layer, validated here) to the controller as
-    SET/DELETE operations against this node's current layer; (error code, message) per resource name."""
+async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]]
+                                 ) -> dict[str, tuple[int, str | None]]:
+    """BROKER resource ("" or this broker's id) -> key -> new value (None: deleted), validated here, to
+    the controller as IncrementalAlterConfigs SET/DELETE; (error code, message) per resource name."""
     dynamic = state.dynamic_config
     R = IncrementalAlterConfigsRequest.AlterConfigsResource
     C = R.AlterableConfig
-    resources = []
-    for name, props in changes.items():
-        current = dynamic.layer(per_broker=name != "")
-        ops = [C(name=k, config_operation=0, value=v) for k, v in sorted(props.items()) if current.get(k) != v]
-        ops += [C(name=k, config_operation=1, value=None) for k in sorted(set(current) - set(props))]
-        resources.append(R(resource_type=BROKER_CONFIG, resource_name=name, configs=ops))
-    req = IncrementalAlterConfigsRequest(resources=resources, validate_only=False)
+    req = IncrementalAlterConfigsRequest(resources=[R(resource_type=BROKER_CONFIG, resource_name=name, configs=[
+        C(name=k, config_operation=0 if v is not None else 1, value=v) for k, v in sorted(ops.items())])
+        for name, ops in changes.items()], validate_only=False)
     resp = await _forward(state, req, 1, IncrementalAlterConfigsResponse, lambda r: r.responses)
     if resp is None:
         return {name: (TIMED_OUT, TIMED_OUT_MESSAGE) for name in changes}
     answers = {x.resource_name: (x.error_code, x.error_message) for x in resp.responses}
-    ok = {name: props for name, props in changes.items() if answers.get(name, (1,))[0] == 0}
-    await _until(lambda: all(dynamic.layer(per_broker=name != "") == props for name, props in ok.items()))
+    ok = {name: ops for name, ops in changes.items() if answers.get(name, (1,))[0] == 0}
+    await _until(lambda: all(dynamic.layer(per_broker=name != "").get(k) == v
+                             for name, ops in ok.items() for k, v in ops.items()))
     return answers

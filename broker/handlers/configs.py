@@ -305,23 +305,28 @@ def _ops(configs) -> Iterable[tuple[str, int, str | None]]:
 
 
 def _broker_layer(state: BrokerState, name: str, per_broker: bool, props: dict[str, str], validate_only: bool,
-                  broker_changes: dict[str, dict[str, str]] | None) -> tuple[int, str | None]:
-    """Validate (and on a single node apply) a BROKER layer; a cluster collects it for the controller."""
-    state.dynamic_config.replace(per_broker, props, validate_only or broker_changes is not None)
+                  broker_changes: dict | None, keys: Iterable[str] | None = None) -> tuple[int, str | None]:
+    """Validate (and on a single node apply) a BROKER layer; a cluster collects it for the controller:
+    the new value (or deletion) of each of `keys` (the keys an incremental request names), or of every
+    key that differs from the current layer (AlterConfigs: the whole layer)."""
+    dynamic = state.dynamic_config
+    dynamic.replace(per_broker, props, validate_only or broker_changes is not None)
     if broker_changes is not None and not validate_only:
-        broker_changes[name] = dict(props)
+        current = dynamic.layer(per_broker)
+        names = list(keys) if keys is not None else sorted(set(current) | set(props))
+        broker_changes[name] = {k: props.get(k) for k in names if keys is not None or current.get(k) != props.get(k)}
     return 0, None
 
 
 def _incremental_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
                      topic_changes: dict[str, dict[str, str]] | None = None,
-                     broker_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
+                     broker_changes: dict[str, dict[str, str | None]] | None = None) -> tuple[int, str | None]:
     try:
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
             per_broker = dynamic.check_resource_name(r.resource_name)
             return _broker_layer(state, r.resource_name, per_broker, dynamic.incremental(per_broker, _ops(r.configs)),
-                                 validate_only, broker_changes)
+                                 validate_only, broker_changes, [c.name for c in r.configs])
         if r.resource_type == GROUP_CONFIG:
             groups = state.group_configs
             props = groups.check(r.resource_name, groups.incremental(r.resource_name, _ops(r.configs)))
@@ -363,7 +368,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
 
 def _alter_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
                topic_changes: dict[str, dict[str, str]] | None = None,
-               broker_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
+               broker_changes: dict[str, dict[str, str | None]] | None = None) -> tuple[int, str | None]:
     props = {c.name: c.value for c in r.configs}
     try:
         if r.resource_type == BROKER_CONFIG:
@@ -407,8 +412,8 @@ async def _commit_topic_changes(state: BrokerState, changes: dict[str, dict[str,
             await asyncio.sleep(0.02)
 
 
-async def _commit_broker_changes(state: BrokerState, changes: dict[str, dict[str, str]], out: list) -> None:
-    """A cluster: BROKER layers go to the active controller (ConfigRecords); its answers replace ours."""
+async def _commit_broker_changes(state: BrokerState, changes: dict[str, dict[str, str | None]], out: list) -> None:
+    """A cluster: BROKER config changes go to the active controller (ConfigRecords); its answers replace ours."""
     from ..cluster.forwarding import forward_broker_configs
     answers = await forward_broker_configs(state, changes)
     for o in out:

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
                                   DescribeAclsRequest, DescribeAclsResponse, DescribeConfigsRequest,
                                   DescribeConfigsResponse, IncrementalAlterConfigsRequest,
                                   IncrementalAlterConfigsResponse)
@@ -141,3 +141,14 @@ def test_broker_configs_default_set_on_one_node_per_broker_only_on_its_own(nodes
     # (Kafka 4.3 also keeps a cluster-level min.insync.replicas there, written at bootstrap)
     assert ("log.retention.ms", "7200000", SOURCE_DYNAMIC_DEFAULT) in [
         (c.name, c.value, c.config_source) for c in describe("", None, False)]
+    # the legacy AlterConfigs (the whole layer) through a third node (Kafka 4.3 refuses a layer without
+    # its min.insync.replicas while ELR is on, so it is given)
+    A = AlterConfigsRequest.AlterConfigsResource
+    req = AlterConfigsRequest(resources=[A(resource_type=4, resource_name="", configs=[
+        A.AlterableConfig(name="log.retention.ms", value="3600000"),
+        A.AlterableConfig(name="min.insync.replicas", value="1")])], validate_only=False)
+    resp = call(nodes[3], req, 2, AlterConfigsResponse)
+    assert [(r.error_code, r.error_message) for r in resp.responses] == [(0, None)]
+    assert eventually(lambda: sorted((c.name, c.value, c.config_source) for c in describe("", None, False)) == [
+        ("log.retention.ms", "3600000", SOURCE_DYNAMIC_DEFAULT),
+        ("min.insync.replicas", "1", SOURCE_DYNAMIC_DEFAULT)]) is True
