@@ -4,6 +4,11 @@ Invariant: a change is written (temp file, fsync, rename, directory fsync — st
 before it becomes current and before the request that made it is answered, so ACLs survive restart
 and kill -9. Changes are serialized by one lock; the file write runs in a worker thread. The file
 holds plain bindings; what they mean is broker/acl.py's business.
+
+In a cluster (`follow_image=True`) the file is not used: the bindings are those of the metadata image
+(`follow`, from broker/cluster/security_sync.py) and, until the image was first applied, `loaded` is
+False and the authorizer denies everyone but super users (Kafka's StandardAuthorizer before its initial
+load).
 """
 from __future__ import annotations
 
@@ -20,9 +25,11 @@ FORMAT_VERSION = 1
 
 
 class AclStore:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, follow_image: bool = False) -> None:
         self.path = Path(data_dir) / ACL_FILE
         self.current = AclSet()
+        self.follows_image = follow_image
+        self.loaded = not follow_image
         self._lock = asyncio.Lock()
         self._listeners: list[Callable[[AclSet], None]] = []
 
@@ -34,6 +41,16 @@ class AclStore:
         if doc.get("version") != FORMAT_VERSION:
             raise ValueError(f"{self.path}: unknown ACL file version {doc.get('version')!r}")
         self.current = AclSet(AclBinding(*row) for row in doc["acls"])
+
+    def follow(self, acls: Iterable[AclBinding]) -> None:
+        """A cluster: the bindings are now exactly `acls` (the applied metadata image)."""
+        new = frozenset(acls)
+        changed = not self.loaded or new != self.current.acls
+        self.loaded = True
+        if changed:
+            self.current = AclSet(new)
+            for listener in self._listeners:
+                listener(self.current)
 
     def on_change(self, listener: Callable[[AclSet], None]) -> None:
         self._listeners.append(listener)

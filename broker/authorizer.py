@@ -61,6 +61,8 @@ class Authorizer:
     def allowed(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
         if principal in self.super_users:
             return True
+        if not self.store.loaded:  # a cluster node before the metadata image was applied: fail closed
+            return False
         key = (principal, host, operation, resource_type, name)
         hit = self._cache.get(key)
         if hit is not None:
@@ -95,8 +97,9 @@ def build_authorizer(config: "BrokerConfig", data_dir: Path) -> Authorizer | Non
     name = config.get("authorizer.class.name").strip()
     if not name:
         return None
-    store = AclStore(data_dir)
-    store.load()
+    store = AclStore(data_dir, follow_image=getattr(config, "quorum", None) is not None)
+    if not store.follows_image:
+        store.load()
     return Authorizer(store, parse_super_users(config.get("super.users")),
                       config.get_bool("allow.everyone.if.no.acl.found"))
 

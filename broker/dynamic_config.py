@@ -306,6 +306,26 @@ class DynamicBrokerConfig:
                 raise ConfigRequestError(INVALID_REQUEST, f"Unknown operations type {op}")
         return props
 
+    def follow(self, default: Mapping[str, str], broker: Mapping[str, str]) -> None:
+        """A cluster: the layers are now those of the metadata image (no file). Entries this broker
+        cannot use are dropped with an error logged (as Kafka's DynamicBrokerConfig does); the
+        listeners are told when something changed."""
+        default = self._usable(dict(default), per_broker=False)
+        broker = self._usable(dict(broker), per_broker=True)
+        if default == self.cluster_default and broker == self.per_broker:
+            return
+        effective = self.effective_props(default, broker)
+        try:
+            self.config.reconfigure(effective)
+        except ConfigError as exc:
+            log.error("dynamic broker configs from the cluster metadata could not be applied, ignored: %s", exc)
+            return
+        self.cluster_default, self.per_broker = default, broker
+        log.info("dynamic broker configs from the cluster metadata: default %s, broker %d %s",
+                 dict(sorted(default.items())), self.node_id, dict(sorted(broker.items())))
+        for listener in self._listeners:
+            listener(self.config)
+
     def replace(self, per_broker: bool, props: Mapping[str, str], validate_only: bool = False) -> None:
         """Make `props` the whole layer: validate, persist, apply, notify."""
         props = dict(props)

@@ -89,9 +89,13 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     18: ApiEntry("api_versions", 0, 4),
     19: ApiEntry("controller", 2, 7),  # CreateTopics (forwarded by brokers; the active controller decides)
     20: ApiEntry("controller", 1, 6),  # DeleteTopics
+    30: ApiEntry("controller_security", 1, 3),  # CreateAcls (forwarded by brokers: AccessControlEntry records)
+    31: ApiEntry("controller_security", 1, 3),  # DeleteAcls
     33: ApiEntry("controller", 0, 2),  # AlterConfigs (topic overrides forwarded by brokers)
     37: ApiEntry("controller", 0, 3),  # CreatePartitions
     43: ApiEntry("controller", 0, 2),  # ElectLeaders
+    44: ApiEntry("controller_security", 0, 1),  # IncrementalAlterConfigs (BROKER configs forwarded by brokers)
+    51: ApiEntry("controller_security", 0, 0),  # AlterUserScramCredentials (forwarded by brokers)
     52: ApiEntry("quorum", 0, 1),  # Vote
     53: ApiEntry("quorum", 0, 1),  # BeginQuorumEpoch
     54: ApiEntry("quorum", 0, 1),  # EndQuorumEpoch

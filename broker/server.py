@@ -158,9 +158,12 @@ class Broker:
         from .cluster.active_controller import ActiveController
         from .cluster.runtime import ClusterRuntime
         state.cluster = ClusterRuntime(state, state.quorum)
+        from .cluster.security_sync import attach, bootstrap_credentials
         state.cluster.active = ActiveController(
             state.quorum, lambda: state.cluster.image,
-            ControllerConfig(session_timeout_ms=int(config.get("broker.session.timeout.ms"))))
+            ControllerConfig(session_timeout_ms=int(config.get("broker.session.timeout.ms"))),
+            on_activate=bootstrap_credentials(state))
+        attach(state)  # ACLs, SCRAM credentials, dynamic broker configs from the metadata image
 
     async def _start_admin(self) -> None:
         """The HTTP admin listener (broker/admin_http.py), first: a taken port fails start-up early."""

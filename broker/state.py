@@ -53,15 +53,21 @@ class BrokerState:
         self.cluster = None
         self.replicas = None
         # dynamic broker configs are laid over the static ones before anything reads them
+        # (in a cluster the metadata image holds them, ACLs and SCRAM credentials too: cluster/security_sync.py)
+        in_cluster = getattr(config, "quorum", None) is not None
         self.dynamic_config = DynamicBrokerConfig(config, config.log_dirs[0])
-        self.dynamic_config.load()
+        if not in_cluster:
+            self.dynamic_config.load()
         self.dynamic_config.on_change(self._config_changed)
         self.group_configs = GroupConfigStore(config, config.log_dirs[0])
         self.group_configs.load()
         # SCRAM credentials (AlterUserScramCredentials, `minikafka storage format --add-scram`); read now:
         # an unreadable file refuses start-up rather than looking like "no users"
         self._scram_credentials = None
-        if (config.log_dirs[0] / CREDENTIALS_FILE).exists():
+        if in_cluster:
+            from .sasl.credentials import ScramCredentialStore
+            self._scram_credentials = ScramCredentialStore(config.log_dirs[0])
+        elif (config.log_dirs[0] / CREDENTIALS_FILE).exists():
             self._scram_credentials = self.scram_credentials  # noqa: the property loads it
         # None without authorizer.class.name: handlers then skip every check (broker/authorizer.py)
         self.authorizer = build_authorizer(config, config.log_dirs[0])

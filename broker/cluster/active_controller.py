@@ -40,8 +40,10 @@ def _now_ms() -> int:
 
 class ActiveController:
     def __init__(self, driver: "QuorumDriver", committed_image: Callable[[], "MetadataImage"],
-                 config: ControllerConfig) -> None:
+                 config: ControllerConfig, on_activate: Callable[[Controller], None] | None = None) -> None:
         self.driver = driver
+        self._on_activate = on_activate  # first decisions of a new controller (the bootstrap records)
+        self._activation_pending = False
         self._committed_image = committed_image
         self.config = config
         self.controller: Controller | None = None
@@ -68,6 +70,7 @@ class ActiveController:
         self.controller = Controller(image, self._propose_one, self.config, _now_ms(), random.Random())
         log.info("controller: active in epoch %d (%d broker(s), %d topic(s))", epoch, len(image.brokers),
                  len(image.topics))
+        self._activation_pending = self._on_activate is not None  # run from the tick task, not this step listener
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._tick_loop(), name="controller-tick")
 
@@ -148,6 +151,14 @@ class ActiveController:
             controller = self.controller
             if controller is None:
                 return
+            if self._activation_pending:
+                self._activation_pending = False
+                try:
+                    self._on_activate(controller)  # type: ignore[misc]
+                except NotControllerError:
+                    pass
+                except Exception:
+                    log.exception("controller: activation step failed")
             try:
                 fenced = controller.tick(_now_ms())
                 if fenced:

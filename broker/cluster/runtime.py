@@ -41,6 +41,8 @@ REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 SHUTDOWN_WAIT_S = 5.0
 NO_QUORUM_WAIT_S = 1.0
+SECURITY_RECORDS = frozenset({"AccessControlEntry", "RemoveAccessControlEntry", "UserScramCredential",
+                              "RemoveUserScramCredential", "Config"})
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
@@ -77,6 +79,7 @@ class ClusterRuntime:
         configured = (config.props.get("inter.broker.listener.name") or "").strip().upper()
         self.inter_broker_listener: str = configured if configured in names else names[0]
         self._listeners: list[Listener] = []
+        self._security_changed = True  # an ACL / SCRAM / broker config record committed since the last flush (first: load)
         self._late: list[Listener] = []  # added after partitions existed: told of all of them first
         self._pending_changed: dict[tuple[str, int], None] = {}
         self._pending_deleted: dict[str, None] = {}
@@ -120,6 +123,8 @@ class ClusterRuntime:
             for name in deleted:
                 self._pending_deleted[name] = None
                 self._dirty[name] = None
+            if isinstance(payload, dict) and payload.get("type") in SECURITY_RECORDS:
+                self._security_changed = True  # no partition changes, but the listeners must hear of it
             if isinstance(payload, dict) and payload.get("type") in ("Topic", "Config"):
                 name = payload.get("name") if payload.get("type") == "Topic" else payload.get("resourceName")
                 if name:
@@ -128,7 +133,8 @@ class ClusterRuntime:
 
     async def _flush(self) -> None:
         """Local partitions follow the image, then the listeners are told (repeated while more arrives)."""
-        while self._dirty or self._pending_changed or self._pending_deleted or self._late:
+        while self._dirty or self._pending_changed or self._pending_deleted or self._late or self._security_changed:
+            self._security_changed = False
             dirty, self._dirty = list(self._dirty), {}
             changed, self._pending_changed = list(self._pending_changed), {}
             deleted, self._pending_deleted = list(self._pending_deleted), {}

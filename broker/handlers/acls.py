@@ -6,6 +6,10 @@ configured. An invalid ACL gets its own creation result as Kafka 4.3 answers it 
 with Kafka's message for names and principals; UNKNOWN_SERVER_ERROR without message for ANY/UNKNOWN/
 MATCH types, operations and permissions); a filter with UNKNOWN fields closes the connection, as
 Kafka's request parsing does.
+
+In a cluster, CreateAcls/DeleteAcls are authorized here and then forwarded to the active controller
+(broker/cluster/forwarding.py; the controller's side is in controller.py); DescribeAcls answers from
+this node's image-fed ACLs.
 """
 from __future__ import annotations
 
@@ -57,6 +61,9 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
            or b.permission == A.PERM_ANY for b in bindings):
         # Kafka cannot even build such a binding: the whole request fails with UNKNOWN_SERVER_ERROR
         return CreateAclsResponse(throttle_time_ms=0, results=[Result(error_code=-1, error_message=None)] * n)
+    if ctx.broker.cluster is not None:  # a cluster: the active controller records it (Kafka forwards it)
+        from ..cluster.forwarding import forward_create_acls
+        return await forward_create_acls(ctx.broker, req, ctx.api_version, bindings)
     errors = await store.create(bindings)
     return CreateAclsResponse(throttle_time_ms=0, results=[
         Result(error_code=0, error_message="") if err is None
@@ -104,6 +111,9 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
     if ctx.broker.authorizer is None:
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
             FilterResult(error_code=SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])] * n)
+    if ctx.broker.cluster is not None:
+        from ..cluster.forwarding import forward_delete_acls
+        return await forward_delete_acls(ctx.broker, req, ctx.api_version, n)
     results = await ctx.broker.authorizer.store.delete(filters)
     out = []
     for res in results:

@@ -304,14 +304,29 @@ def _ops(configs) -> Iterable[tuple[str, int, str | None]]:
     return [(c.name, c.config_operation, c.value) for c in configs]
 
 
+def _broker_layer(state: BrokerState, name: str, per_broker: bool, props: dict[str, str], validate_only: bool,
+                  broker_changes: dict | None, keys: Iterable[str] | None = None) -> tuple[int, str | None]:
+    """Validate (and on a single node apply) a BROKER layer; a cluster collects it for the controller:
+    the new value (or deletion) of each of `keys` (the keys an incremental request names), or of every
+    key that differs from the current layer (AlterConfigs: the whole layer)."""
+    dynamic = state.dynamic_config
+    dynamic.replace(per_broker, props, validate_only or broker_changes is not None)
+    if broker_changes is not None and not validate_only:
+        current = dynamic.layer(per_broker)
+        names = list(keys) if keys is not None else sorted(set(current) | set(props))
+        broker_changes[name] = {k: props.get(k) for k in names if keys is not None or current.get(k) != props.get(k)}
+    return 0, None
+
+
 def _incremental_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
-                     topic_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
+                     topic_changes: dict[str, dict[str, str]] | None = None,
+                     broker_changes: dict[str, dict[str, str | None]] | None = None) -> tuple[int, str | None]:
     try:
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
             per_broker = dynamic.check_resource_name(r.resource_name)
-            dynamic.replace(per_broker, dynamic.incremental(per_broker, _ops(r.configs)), validate_only)
-            return 0, None
+            return _broker_layer(state, r.resource_name, per_broker, dynamic.incremental(per_broker, _ops(r.configs)),
+                                 validate_only, broker_changes, [c.name for c in r.configs])
         if r.resource_type == GROUP_CONFIG:
             groups = state.group_configs
             props = groups.check(r.resource_name, groups.incremental(r.resource_name, _ops(r.configs)))
@@ -336,26 +351,30 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
     out = []
     group_changes: dict[str, dict[str, str]] = {}  # each resource appears once (preprocess)
     topic_changes = {} if ctx.broker.cluster is not None else None
+    broker_changes = {} if ctx.broker.cluster is not None else None
     async with ctx.broker.group_configs.lock:
         for i, r in enumerate(req.resources):
             code, msg = errors[i] if i in errors else _refused(ctx, r, acl.ALTER_CONFIGS) or \
-                _incremental_one(ctx.broker, r, req.validate_only, group_changes, topic_changes)
+                _incremental_one(ctx.broker, r, req.validate_only, group_changes, topic_changes, broker_changes)
             out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         await ctx.broker.group_configs.commit(group_changes)
     if topic_changes:
         await _commit_topic_changes(ctx.broker, topic_changes, out)
+    if broker_changes:
+        await _commit_broker_changes(ctx.broker, broker_changes, out)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
 def _alter_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
-               topic_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
+               topic_changes: dict[str, dict[str, str]] | None = None,
+               broker_changes: dict[str, dict[str, str | None]] | None = None) -> tuple[int, str | None]:
     props = {c.name: c.value for c in r.configs}
     try:
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
-            dynamic.replace(dynamic.check_resource_name(r.resource_name), props, validate_only)
-            return 0, None
+            return _broker_layer(state, r.resource_name, dynamic.check_resource_name(r.resource_name), props,
+                                 validate_only, broker_changes)
         if r.resource_type == GROUP_CONFIG:
             props = state.group_configs.check(r.resource_name, props)
             if not validate_only:
@@ -393,19 +412,31 @@ async def _commit_topic_changes(state: BrokerState, changes: dict[str, dict[str,
             await asyncio.sleep(0.02)
 
 
+async def _commit_broker_changes(state: BrokerState, changes: dict[str, dict[str, str | None]], out: list) -> None:
+    """A cluster: BROKER config changes go to the active controller (ConfigRecords); its answers replace ours."""
+    from ..cluster.forwarding import forward_broker_configs
+    answers = await forward_broker_configs(state, changes)
+    for o in out:
+        if o.resource_type == BROKER_CONFIG and o.resource_name in changes:
+            o.error_code, o.error_message = answers.get(o.resource_name, (-1, "No answer from the controller"))
+
+
 @handles(AlterConfigsRequest, AlterConfigsResponse, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     errors = _preprocess(req.resources, None)
     out = []
     group_changes: dict[str, dict[str, str]] = {}
     topic_changes = {} if ctx.broker.cluster is not None else None
+    broker_changes = {} if ctx.broker.cluster is not None else None
     async with ctx.broker.group_configs.lock:
         for i, r in enumerate(req.resources):
             code, msg = errors[i] if i in errors else _refused(ctx, r, acl.ALTER_CONFIGS) or \
-                _alter_one(ctx.broker, r, req.validate_only, group_changes, topic_changes)
+                _alter_one(ctx.broker, r, req.validate_only, group_changes, topic_changes, broker_changes)
             out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         await ctx.broker.group_configs.commit(group_changes)
     if topic_changes:
         await _commit_topic_changes(ctx.broker, topic_changes, out)
+    if broker_changes:
+        await _commit_broker_changes(ctx.broker, broker_changes, out)
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)

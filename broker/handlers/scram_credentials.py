@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
 import kafka.errors as ke
 from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
@@ -50,14 +51,13 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str | Non
     return None
 
 
-@handles(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0)
-async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest
-                                              ) -> AlterUserScramCredentialsResponse:
-    if not authorize_cluster(ctx, acl.ALTER):
-        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
-        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
-            AlterResult(user=n, error_code=CLUSTER_DENIED, error_message=CLUSTER_DENIED_MESSAGE) for n in names])
-    store = ctx.broker.scram_credentials
+Plan = tuple[dict[str, tuple[int, str | None]], dict[str, tuple[str, str]], dict[str, tuple[str, str, ScramCredential]]]
+
+
+def plan_alterations(req: AlterUserScramCredentialsRequest,
+                     get: Callable[[str, str], ScramCredential | None]) -> Plan:
+    """(errors by user, deletions by user, upsertions by user) of `req` against the credentials `get`
+    finds (ScramControlManager's checks; the same on a single node and on the active controller)."""
     errors: dict[str, tuple[int, str | None]] = {}
     deletions: dict[str, tuple[str, str]] = {}
     upserts: dict[str, tuple[str, str, ScramCredential]] = {}
@@ -68,7 +68,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
             errors[d.name] = (ke.DuplicateResourceError.errno, DUPLICATE)
             continue
         error = _check_name_and_mechanism(d.name, d.mechanism)
-        if error is None and store.get(d.name, MECHANISM_BY_TYPE[d.mechanism]) is None:
+        if error is None and get(d.name, MECHANISM_BY_TYPE[d.mechanism]) is None:
             error = (ke.ResourceNotFoundError.errno, "Attempt to delete a user credential that does not exist")
         if error is not None:
             errors[d.name] = error
@@ -94,7 +94,29 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
         mechanism = MECHANISM_BY_TYPE[u.mechanism]
         upserts[u.name] = (u.name, mechanism, ScramCredential.from_salted_password(
             mechanism, bytes(u.salt), bytes(u.salted_password), u.iterations))
-    results = []
+    return errors, deletions, upserts
+
+
+def alter_response(plan: Plan) -> AlterUserScramCredentialsResponse:
+    errors, deletions, upserts = plan
+    results = [AlterResult(user=name, error_code=0, error_message=None) for name in [*deletions, *upserts]]
+    for name, (code, message) in errors.items():
+        results.append(AlterResult(user=name, error_code=code, error_message=message))
+    return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
+
+
+@handles(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0)
+async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest
+                                              ) -> AlterUserScramCredentialsResponse:
+    if not authorize_cluster(ctx, acl.ALTER):
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            AlterResult(user=n, error_code=CLUSTER_DENIED, error_message=CLUSTER_DENIED_MESSAGE) for n in names])
+    if ctx.broker.cluster is not None:  # a cluster: the active controller decides (Kafka forwards it)
+        from ..cluster.forwarding import forward_scram
+        return await forward_scram(ctx.broker, req)
+    store = ctx.broker.scram_credentials
+    errors, deletions, upserts = plan_alterations(req, store.get)
     if deletions or upserts:
         try:
             await asyncio.to_thread(store.apply, list(upserts.values()), list(deletions.values()))
@@ -104,11 +126,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
                 errors[name] = (ke.UnknownError.errno, "The server experienced an unexpected error when processing "
                                                        "the request.")
             deletions, upserts = {}, {}
-    for name in [*deletions, *upserts]:
-        results.append(AlterResult(user=name, error_code=0, error_message=None))
-    for name, (code, message) in errors.items():
-        results.append(AlterResult(user=name, error_code=code, error_message=message))
-    return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
+    return alter_response((errors, deletions, upserts))
 
 
 @handles(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0)

@@ -6,7 +6,9 @@ Stored as one JSON file in the first log dir, `scram-credentials.json`, replaced
 file, fsync, rename, directory fsync) before a change is acknowledged, so credentials survive restart
 and kill -9. `minikafka storage format --add-scram ...` writes the same file before the broker first
 starts (Kafka's `kafka-storage format --add-scram`). A file that cannot be read refuses start-up:
-security never fails open (an unreadable store must not look like "no users").
+security never fails open (an unreadable store must not look like "no users"). In a cluster the
+metadata log holds them instead (UserScramCredential records): `follow` replaces the map, no file;
+the formatted file is read only as the bootstrap the first active controller puts into the log.
 """
 from __future__ import annotations
 
@@ -81,6 +83,10 @@ class ScramCredentialStore:
     def users(self) -> dict[str, dict[str, ScramCredential]]:
         """A snapshot: user -> mechanism -> credential."""
         return {u: dict(m) for u, m in self._creds.items()}
+
+    def follow(self, creds: Mapping[str, Mapping[str, ScramCredential]]) -> None:
+        """A cluster: the credentials are now exactly `creds` (the applied metadata image; no file)."""
+        self._creds = {u: dict(m) for u, m in creds.items() if m}
 
     def apply(self, upserts: Iterable[tuple[str, str, ScramCredential]],
               deletions: Iterable[tuple[str, str]]) -> None:

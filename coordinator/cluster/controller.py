@@ -269,6 +269,52 @@ class Controller:
             if current.get(key) != configs.get(key):
                 self._emit(r.config(r.TOPIC_RESOURCE, name, key, configs.get(key)))
 
+    def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        """Make the BROKER resource's layer ("" = cluster default, else a broker id) exactly `configs`
+        (validated by the caller): a Config record per changed key (value null = deleted)."""
+        current = dict(self.image.broker_configs.get(resource_name, {}))
+        for key in sorted(set(current) | set(configs)):
+            if current.get(key) != configs.get(key):
+                self._emit(r.config(r.BROKER_RESOURCE, resource_name, key, configs.get(key)))
+
+    # -- ACLs and SCRAM credentials (Kafka's AclControlManager / ScramControlManager) ------------------
+    def create_acls(self, rows: Iterable[r.AclRow]) -> None:
+        """One AccessControlEntry per (validated) binding not already there: an existing one is a success."""
+        have = set(self.image.acls.values())
+        for row in rows:
+            if row not in have:
+                self._emit(r.access_control_entry(str(uuid.UUID(int=self.rng.getrandbits(128))), row))
+                have.add(row)
+
+    def delete_acls(self, matchers: list[Callable[[r.AclRow], bool]]) -> list[list[r.AclRow]]:
+        """Per filter the bindings it matched; each matched binding is removed once."""
+        out, removed = [], set()
+        for matches in matchers:
+            hits = sorted((acl_id, row) for acl_id, row in self.image.acls.items() if matches(row))
+            out.append(sorted(row for _id, row in hits))
+            removed.update(acl_id for acl_id, _row in hits)
+        for acl_id in sorted(removed):
+            self._emit(r.remove_access_control_entry(acl_id))
+        return out
+
+    def alter_scram(self, upserts: Iterable[tuple[str, str, str, str, str, int]],
+                    deletions: Iterable[tuple[str, str]]) -> None:
+        """(user, mechanism) deletions, then upserts (user, mechanism, salt, stored key, server key,
+        iterations, base64), all validated by the caller against this image."""
+        for user, mechanism in deletions:
+            self._emit(r.remove_user_scram_credential(user, mechanism))
+        for user, mechanism, salt, stored, server, iterations in upserts:
+            self._emit(r.user_scram_credential(user, mechanism, salt, stored, server, iterations))
+
+    def bootstrap(self, upserts: Iterable[tuple[str, str, str, str, str, int]]) -> bool:
+        """Once per cluster (Kafka: the bootstrap checkpoint written by `kafka-storage format --add-scram`):
+        the formatted credentials not yet in the log, then BootstrapDone. False when already done."""
+        if self.image.bootstrapped:
+            return False
+        self.alter_scram([u for u in upserts if u[1] not in self.image.scram.get(u[0], {})], [])
+        self._emit(r.bootstrap_done())
+        return True
+
     # -- partitions -----------------------------------------------------------------------------------
     def alter_partition(self, broker_id: int, topic_id: bytes, partition: int, leader_epoch: int,
                         partition_epoch: int, new_isr: list[tuple[int, int]]) -> PartitionInfo:

@@ -4,6 +4,8 @@ built by applying records (records.py) in log order. Pure: no I/O, no clock.
 Invariants: `offset` is the quorum offset of the last record applied; applying the same log on every
 node gives the same image; a PartitionChange bumps partitionEpoch (and leaderEpoch when the leader
 changes); records naming unknown topics or brokers are ignored (they cannot occur in a valid log).
+ACLs are kept by id, SCRAM credentials by user and mechanism, BROKER configs by resource name; removing
+what is absent changes nothing.
 """
 from __future__ import annotations
 
@@ -63,6 +65,11 @@ class MetadataImage:
         self.offset = -1
         self.next_producer_id = 0
         self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" = cluster default) -> configs
+        self.acls: dict[str, r.AclRow] = {}  # ACL id -> binding
+        self.scram: dict[str, dict[str, dict]] = {}  # user -> mechanism -> {salt, storedKey, serverKey, iterations}
+        # bumped by every ACL / SCRAM / BROKER config record: followers re-read only when it moved
+        self.security_version = 0
+        self.bootstrapped = False  # a BootstrapDone record was applied (formatted credentials are in the log)
 
     # -- queries ---------------------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
@@ -88,7 +95,14 @@ class MetadataImage:
             out.topics_by_id[nt.topic_id] = nt
         out.offset, out.next_producer_id = self.offset, self.next_producer_id
         out.broker_configs = {k: dict(v) for k, v in self.broker_configs.items()}
+        out.acls = dict(self.acls)
+        out.scram = {u: dict(m) for u, m in self.scram.items()}
+        out.security_version = self.security_version
+        out.bootstrapped = self.bootstrapped
         return out
+
+    def has_acl(self, row: r.AclRow) -> bool:
+        return row in self.acls.values()
 
     # -- applying records -----------------------------------------------------------------------------
     def apply(self, payload: Any, offset: int) -> tuple[list[Change], list[str]]:
@@ -174,17 +188,51 @@ class MetadataImage:
             target = t.configs
         else:
             target = self.broker_configs.setdefault(p["resourceName"], {})
+            self.security_version += 1
         if value is None:
             target.pop(name, None)
         else:
             target[name] = value
         return [], []
 
+    def _acl(self, p: dict) -> tuple[list[Change], list[str]]:
+        self.acls[p["id"]] = (int(p["resourceType"]), p["resourceName"], int(p["patternType"]), p["principal"],
+                              p["host"], int(p["operation"]), int(p["permissionType"]))
+        self.security_version += 1
+        return [], []
+
+    def _remove_acl(self, p: dict) -> tuple[list[Change], list[str]]:
+        if self.acls.pop(p["id"], None) is not None:
+            self.security_version += 1
+        return [], []
+
+    def _scram(self, p: dict) -> tuple[list[Change], list[str]]:
+        self.scram.setdefault(p["name"], {})[p["mechanism"]] = {
+            "salt": p["salt"], "storedKey": p["storedKey"], "serverKey": p["serverKey"],
+            "iterations": int(p["iterations"])}
+        self.security_version += 1
+        return [], []
+
+    def _bootstrap_done(self, p: dict) -> tuple[list[Change], list[str]]:
+        self.bootstrapped = True
+        return [], []
+
+    def _remove_scram(self, p: dict) -> tuple[list[Change], list[str]]:
+        by_mech = self.scram.get(p["name"])
+        if by_mech is not None and by_mech.pop(p["mechanism"], None) is not None:
+            if not by_mech:
+                del self.scram[p["name"]]
+            self.security_version += 1
+        return [], []
+
 
 _APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.BROKER_STATE: MetadataImage._broker_state,
           r.TOPIC: MetadataImage._topic, r.PARTITION: MetadataImage._partition,
           r.PARTITION_CHANGE: MetadataImage._partition_change, r.REMOVE_TOPIC: MetadataImage._remove_topic,
-          r.PRODUCER_IDS: MetadataImage._producer_ids, r.CONFIG: MetadataImage._config}
+          r.PRODUCER_IDS: MetadataImage._producer_ids, r.CONFIG: MetadataImage._config,
+          r.ACCESS_CONTROL_ENTRY: MetadataImage._acl, r.REMOVE_ACCESS_CONTROL_ENTRY: MetadataImage._remove_acl,
+          r.USER_SCRAM_CREDENTIAL: MetadataImage._scram, r.REMOVE_USER_SCRAM_CREDENTIAL: MetadataImage._remove_scram,
+          r.BOOTSTRAP_DONE: MetadataImage._bootstrap_done}
 
 
 def _id_bytes(topic_id: bytes | str | uuid.UUID) -> bytes:

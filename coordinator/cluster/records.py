@@ -1,6 +1,11 @@
 """Metadata record payloads: JSON dicts with a "type" and Kafka's record fields (camelCase), appended
 to the metadata quorum's log by the active controller and applied by every node (image.py).
 
+ACLs, SCRAM credentials and BROKER configs ("" = cluster default, else a broker id) are records too
+(Kafka's AccessControlEntryRecord, UserScramCredentialRecord, ConfigRecord): every node's authorizer,
+credential store and dynamic broker config follow them. A credential record holds salt, StoredKey and
+ServerKey (base64), never a password.
+
 RegisterBroker's brokerEpoch is the quorum offset of the record itself. A PartitionChange carries only
 what changed; applying it bumps partitionEpoch, and leaderEpoch too when the leader changed.
 """
@@ -16,6 +21,11 @@ PARTITION_CHANGE = "PartitionChange"
 REMOVE_TOPIC = "RemoveTopic"
 PRODUCER_IDS = "ProducerIds"
 CONFIG = "Config"
+ACCESS_CONTROL_ENTRY = "AccessControlEntry"
+REMOVE_ACCESS_CONTROL_ENTRY = "RemoveAccessControlEntry"
+USER_SCRAM_CREDENTIAL = "UserScramCredential"
+REMOVE_USER_SCRAM_CREDENTIAL = "RemoveUserScramCredential"
+BOOTSTRAP_DONE = "BootstrapDone"  # the formatted SCRAM credentials (`storage format --add-scram`) are in the log
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4
@@ -69,3 +79,31 @@ def producer_ids(broker_id: int, broker_epoch: int, next_producer_id: int) -> Re
 def config(resource_type: int, resource_name: str, name: str, value: str | None) -> Record:
     return {"type": CONFIG, "resourceType": resource_type, "resourceName": resource_name, "name": name,
             "value": value}
+
+
+AclRow = tuple[int, str, int, str, str, int, int]  # resource type, name, pattern type, principal, host, op, permission
+
+
+def access_control_entry(acl_id: str, row: AclRow) -> Record:
+    rt, name, pt, principal, host, op, perm = row
+    return {"type": ACCESS_CONTROL_ENTRY, "id": acl_id, "resourceType": rt, "resourceName": name,
+            "patternType": pt, "principal": principal, "host": host, "operation": op, "permissionType": perm}
+
+
+def remove_access_control_entry(acl_id: str) -> Record:
+    return {"type": REMOVE_ACCESS_CONTROL_ENTRY, "id": acl_id}
+
+
+def user_scram_credential(name: str, mechanism: str, salt: str, stored_key: str, server_key: str,
+                          iterations: int) -> Record:
+    """`mechanism` as Kafka names it (SCRAM-SHA-256); salt and keys base64."""
+    return {"type": USER_SCRAM_CREDENTIAL, "name": name, "mechanism": mechanism, "salt": salt,
+            "storedKey": stored_key, "serverKey": server_key, "iterations": iterations}
+
+
+def remove_user_scram_credential(name: str, mechanism: str) -> Record:
+    return {"type": REMOVE_USER_SCRAM_CREDENTIAL, "name": name, "mechanism": mechanism}
+
+
+def bootstrap_done() -> Record:
+    return {"type": BOOTSTRAP_DONE}

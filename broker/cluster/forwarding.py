@@ -1,0 +1,121 @@
+"""Security and broker-config changes a cluster node forwards to the active controller (Kafka's
+ForwardingManager for CreateAcls, DeleteAcls, AlterUserScramCredentials and BROKER config changes).
+
+The receiving broker has already authorized the request (and, for its own per-broker configs,
+validated them); the controller validates against its image, appends the records and answers once
+they are committed. The answer goes back to the client unchanged, after this node's own image-fed
+state shows the change or a short bound passes (so a Describe here right after sees it; other nodes
+follow within their metadata lag). No controller within the timeout: REQUEST_TIMED_OUT per item.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Callable
+
+import kafka.errors as ke
+from kafka.protocol.admin import (CreateAclsResponse, DeleteAclsResponse, IncrementalAlterConfigsRequest,
+                                  IncrementalAlterConfigsResponse)
+from kafka.protocol.admin.users import AlterUserScramCredentialsResponse
+
+from .runtime import ControllerUnavailableError
+
+if TYPE_CHECKING:
+    from ..state import BrokerState
+
+NOT_CONTROLLER = 41
+TIMED_OUT = ke.RequestTimedOutError.errno
+TIMED_OUT_MESSAGE = "No active controller answered in time."
+VISIBLE_WAIT_S = 5.0
+BROKER_CONFIG = 4
+
+
+def _all_not_controller(items: list) -> bool:
+    return bool(items) and all(x.error_code == NOT_CONTROLLER for x in items)
+
+
+async def _until(done: Callable[[], bool], timeout_s: float = VISIBLE_WAIT_S) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not done() and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+
+
+async def _forward(state: "BrokerState", req: Any, version: int, resp_cls: type, items: Callable[[Any], list]) -> Any:
+    """The controller's answer, or None when none answered in time."""
+    try:
+        return await state.cluster.controller_request(req, version, resp_cls,
+                                                      not_controller=lambda r: _all_not_controller(items(r)))
+    except ControllerUnavailableError:
+        return None
+
+
+async def forward_create_acls(state: "BrokerState", req: Any, version: int, bindings: list) -> CreateAclsResponse:
+    resp = await _forward(state, req, version, CreateAclsResponse, lambda r: r.results)
+    if resp is None:
+        R = CreateAclsResponse.AclCreationResult
+        return CreateAclsResponse(throttle_time_ms=0, results=[R(error_code=TIMED_OUT, error_message=TIMED_OUT_MESSAGE)
+                                                               for _ in bindings])
+    store = state.authorizer.store
+    made = [b for b, r in zip(bindings, resp.results) if r.error_code == 0]
+    await _until(lambda: all(b in store.current.acls for b in made))
+    return resp
+
+
+async def forward_delete_acls(state: "BrokerState", req: Any, version: int, n: int) -> DeleteAclsResponse:
+    resp = await _forward(state, req, version, DeleteAclsResponse, lambda r: r.filter_results)
+    if resp is None:
+        R = DeleteAclsResponse.DeleteAclsFilterResult
+        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+            R(error_code=TIMED_OUT, error_message=TIMED_OUT_MESSAGE, matching_acls=[]) for _ in range(n)])
+    from ..acl import AclBinding
+    gone = [AclBinding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
+                       m.permission_type) for f in resp.filter_results for m in f.matching_acls]
+    store = state.authorizer.store
+    await _until(lambda: not any(b in store.current.acls for b in gone))
+    return resp
+
+
+async def forward_scram(state: "BrokerState", req: Any) -> AlterUserScramCredentialsResponse:
+    from ..sasl.scram import MECHANISM_BY_TYPE
+    resp = await _forward(state, req, 0, AlterUserScramCredentialsResponse, lambda r: r.results)
+    if resp is None:
+        R = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            R(user=name, error_code=TIMED_OUT, error_message=TIMED_OUT_MESSAGE) for name in names])
+    ok = {r.user for r in resp.results if r.error_code == 0}
+    store = state.scram_credentials
+    gone = [(d.name, MECHANISM_BY_TYPE[d.mechanism]) for d in req.deletions if d.name in ok]
+    made = [(u.name, MECHANISM_BY_TYPE[u.mechanism], bytes(u.salt), u.iterations) for u in req.upsertions
+            if u.name in ok]
+
+    def visible() -> bool:
+        if any(store.get(user, mech) is not None for user, mech in gone):
+            return False
+        for user, mech, salt, iterations in made:
+            c = store.get(user, mech)
+            if c is None or c.salt != salt or c.iterations != iterations:
+                return False
+        return True
+    await _until(visible)
+    return resp
+
+
+async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]]
+                                 ) -> dict[str, tuple[int, str | None]]:
+    """BROKER resource ("" or this broker's id) -> key -> new value (None: deleted), validated here, to
+    the controller as IncrementalAlterConfigs SET/DELETE; (error code, message) per resource name."""
+    dynamic = state.dynamic_config
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    C = R.AlterableConfig
+    req = IncrementalAlterConfigsRequest(resources=[R(resource_type=BROKER_CONFIG, resource_name=name, configs=[
+        C(name=k, config_operation=0 if v is not None else 1, value=v) for k, v in sorted(ops.items())])
+        for name, ops in changes.items()], validate_only=False)
+    resp = await _forward(state, req, 1, IncrementalAlterConfigsResponse, lambda r: r.responses)
+    if resp is None:
+        return {name: (TIMED_OUT, TIMED_OUT_MESSAGE) for name in changes}
+    answers = {x.resource_name: (x.error_code, x.error_message) for x in resp.responses}
+    ok = {name: ops for name, ops in changes.items() if answers.get(name, (1,))[0] == 0}
+    await _until(lambda: all(dynamic.layer(per_broker=name != "").get(k) == v
+                             for name, ops in ok.items() for k, v in ops.items()))
+    return answers

@@ -1,0 +1,90 @@
+"""A cluster node's ACLs, SCRAM credentials and dynamic broker configs follow the metadata image
+(Kafka: the StandardAuthorizer, the SCRAM credential cache and DynamicBrokerConfig fed by the
+BrokerMetadataPublisher).
+
+Invariant: after every committed run of metadata records (ClusterRuntime's listeners, in commit
+order) the authorizer's ACL set, the credential store and the BROKER config layers ("" and this
+node's id) are exactly the image's; nothing is read from or written to the single-node files, so a
+restarted node has what the replayed log says. Work is done only when the image's
+`security_version` moved (or on the first call, which marks the ACLs loaded).
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import TYPE_CHECKING
+
+from ..acl import AclBinding
+from ..sasl.scram import ScramCredential
+
+if TYPE_CHECKING:
+    from ...coordinator.cluster.image import MetadataImage
+    from ..state import BrokerState
+
+
+def credentials_of(image: "MetadataImage") -> dict[str, dict[str, ScramCredential]]:
+    """user -> mechanism -> credential, as the image holds them."""
+    b64 = base64.b64decode
+    return {user: {mech: ScramCredential(b64(c["salt"]), b64(c["storedKey"]), b64(c["serverKey"]), c["iterations"])
+                   for mech, c in by_mech.items()}
+            for user, by_mech in image.scram.items()}
+
+
+class SecuritySync:
+    def __init__(self, state: "BrokerState") -> None:
+        self.state = state
+        self.version = -1
+
+    def __call__(self, image: "MetadataImage", _changed: list, _deleted: list) -> None:
+        if image.security_version == self.version:
+            return
+        self.version = image.security_version
+        state = self.state
+        if state.authorizer is not None:
+            state.authorizer.store.follow(AclBinding(*row) for row in image.acls.values())
+        state.scram_credentials.follow(credentials_of(image))
+        state.dynamic_config.follow(image.broker_configs.get("", {}),
+                                    image.broker_configs.get(str(state.node_id), {}))
+
+
+LOAD_WAIT_S = 10.0
+
+
+async def wait_until_loaded(state: "BrokerState", timeout_s: float = LOAD_WAIT_S) -> None:
+    """Until this node caught up with the metadata log once (unfenced) and its stores hold what its
+    image says, at most `timeout_s`: a restarted node does not judge a login before it has the
+    credentials (Kafka does not open its broker listeners before that)."""
+    cluster = state.cluster
+    sync: SecuritySync | None = getattr(state, "security_sync", None)
+
+    def ready() -> bool:
+        return cluster.caught_up_once.is_set() and (sync is None or sync.version == cluster.image.security_version)
+    if ready():
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not ready() and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+
+
+def attach(state: "BrokerState") -> None:
+    """Make `state`'s security stores follow `state.cluster`'s image from now on."""
+    assert state.cluster is not None
+    state.security_sync = SecuritySync(state)  # type: ignore[attr-defined]
+    state.cluster.add_listener(state.security_sync)
+
+
+def bootstrap_credentials(state: "BrokerState"):
+    """The active controller's activation step: the SCRAM credentials formatted into this node's data
+    dir (`minikafka storage format --add-scram`, read now, at start-up) go into the metadata log once
+    per cluster, with BootstrapDone (Kafka: the bootstrap checkpoint's UserScramCredentialRecords)."""
+    from ..sasl.credentials import ScramCredentialStore
+    b64 = lambda data: base64.b64encode(data).decode("ascii")  # noqa: E731
+    creds = ScramCredentialStore(state.config.log_dirs[0]).load().users()
+    records = [(user, mech, b64(c.salt), b64(c.stored_key), b64(c.server_key), c.iterations)
+               for user, by_mech in sorted(creds.items()) for mech, c in sorted(by_mech.items())]
+
+    def on_activate(controller) -> None:
+        if not controller.image.bootstrapped:
+            controller.bootstrap(records)
+    return on_activate

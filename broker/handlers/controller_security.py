@@ -1,0 +1,161 @@
+"""The active controller's side of the security and broker-config changes brokers forward on the
+CONTROLLER listener (Kafka's ControllerApis -> AclControlManager / ScramControlManager /
+ConfigurationControlManager): CreateAcls, DeleteAcls, AlterUserScramCredentials, and
+IncrementalAlterConfigs of BROKER resources.
+
+Each request is validated against the controller's image inside the decision (so two requests cannot
+both pass a check the first one's records would fail), its records appended by
+coordinator/cluster/controller.py, and answered once committed. The broker that forwarded it already
+authorized the client. Not the active controller: NOT_CONTROLLER per item (the broker retries).
+"""
+from __future__ import annotations
+
+import base64
+
+from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+                                  IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
+from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
+
+from ..acl import AclBinding, AclFilter, InvalidAclError, validate_new_acl
+from ..context import RequestContext
+from ..dynamic_config import ConfigRequestError
+from ..registry import handles
+from .controller import INVALID_REQUEST, NOT_CONTROLLER, _active, _run
+
+BROKER_CONFIG = 4
+SET, DELETE = 0, 1
+
+
+def _is_active(ctx: RequestContext) -> bool:
+    active = _active(ctx)
+    return active is not None and active.controller is not None
+
+
+@handles(CreateAclsRequest, CreateAclsResponse, 1, 3, controller=True)
+async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
+    Result = CreateAclsResponse.AclCreationResult
+    n = len(req.creations)
+    if not _is_active(ctx):
+        return CreateAclsResponse(throttle_time_ms=0, results=[Result(error_code=NOT_CONTROLLER, error_message=None)] * n)
+    bindings = [AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                           c.operation, c.permission_type) for c in req.creations]
+    errors: list[InvalidAclError | None] = []
+    for b in bindings:
+        try:
+            validate_new_acl(b)
+            errors.append(None)
+        except InvalidAclError as exc:
+            errors.append(exc)
+    valid = [tuple(b) for b, err in zip(bindings, errors) if err is None]
+    _r, code = await _run(ctx, lambda c: c.create_acls(valid))
+    if code:
+        return CreateAclsResponse(throttle_time_ms=0, results=[Result(error_code=code, error_message=None)] * n)
+    return CreateAclsResponse(throttle_time_ms=0, results=[
+        Result(error_code=0, error_message="") if err is None else Result(error_code=err.code, error_message=err.message)
+        for err in errors])
+
+
+@handles(DeleteAclsRequest, DeleteAclsResponse, 1, 3, controller=True)
+async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
+    FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
+    Matching = FilterResult.DeleteAclsMatchingAcl
+    if not _is_active(ctx):
+        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+            FilterResult(error_code=NOT_CONTROLLER, error_message=None, matching_acls=[]) for _ in req.filters])
+    filters = [AclFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
+                         f.host_filter, f.operation, f.permission_type) for f in req.filters]
+    invalid: dict[int, str] = {}
+    for i, flt in enumerate(filters):  # as AclStore.delete (Kafka's AclControlManager.validateFilter)
+        if flt.pattern_type == 0 or flt.resource_type == 0:
+            invalid[i] = "Unknown patternFilter."
+        elif flt.operation == 0 or flt.permission == 0:
+            invalid[i] = "Unknown entryFilter."
+    valid = [flt for i, flt in enumerate(filters) if i not in invalid]
+    matched, code = await _run(ctx, lambda c: c.delete_acls(
+        [lambda row, flt=flt: flt.matches(AclBinding(*row)) for flt in valid]))
+    if code:
+        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+            FilterResult(error_code=code, error_message=None, matching_acls=[]) for _ in filters])
+    hits = iter(matched)
+    out = []
+    for i in range(len(filters)):
+        if i in invalid:
+            out.append(FilterResult(error_code=INVALID_REQUEST, error_message=invalid[i], matching_acls=[]))
+            continue
+        out.append(FilterResult(error_code=0, error_message=None, matching_acls=[
+            Matching(error_code=0, error_message=None, resource_type=b.resource_type, resource_name=b.name,
+                     pattern_type=b.pattern_type, principal=b.principal, host=b.host, operation=b.operation,
+                     permission_type=b.permission) for b in map(lambda row: AclBinding(*row), next(hits))]))
+    return DeleteAclsResponse(throttle_time_ms=0, filter_results=out)
+
+
+@handles(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0, controller=True)
+async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest
+                                              ) -> AlterUserScramCredentialsResponse:
+    from ..cluster.security_sync import credentials_of
+    from .scram_credentials import AlterResult, alter_response, plan_alterations
+    if not _is_active(ctx):
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            AlterResult(user=n, error_code=NOT_CONTROLLER, error_message=None) for n in names])
+
+    def alter(c):
+        creds = credentials_of(c.image)
+        plan = plan_alterations(req, lambda user, mech: creds.get(user, {}).get(mech))
+        _errors, deletions, upserts = plan
+        b64 = lambda data: base64.b64encode(data).decode("ascii")  # noqa: E731
+        c.alter_scram([(user, mech, b64(cred.salt), b64(cred.stored_key), b64(cred.server_key), cred.iterations)
+                       for user, mech, cred in upserts.values()], list(deletions.values()))
+        return plan
+    plan, code = await _run(ctx, alter)
+    if code:
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            AlterResult(user=n, error_code=code, error_message=None) for n in names])
+    return alter_response(plan)
+
+
+@handles(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1, controller=True)
+async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest
+                                           ) -> IncrementalAlterConfigsResponse:
+    """BROKER resources ("" or a broker id), SET/DELETE operations as brokers forward them."""
+    R = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    dynamic = ctx.broker.dynamic_config
+    out = []
+    for r in req.resources:
+        def answer(code: int, message: str | None = None, r=r) -> None:
+            out.append(R(error_code=code, error_message=message, resource_type=r.resource_type,
+                         resource_name=r.resource_name))
+        if not _is_active(ctx):
+            answer(NOT_CONTROLLER)
+            continue
+        if r.resource_type != BROKER_CONFIG:
+            answer(INVALID_REQUEST, "Only broker configs are altered incrementally through the controller here")
+            continue
+        if r.resource_name != "":
+            try:
+                int(r.resource_name)
+            except ValueError:
+                answer(INVALID_REQUEST, f"Node id must be an integer, but it is: {r.resource_name}")
+                continue
+        if any(c.config_operation not in (SET, DELETE) for c in r.configs):
+            answer(INVALID_REQUEST, "Only SET and DELETE operations are forwarded")
+            continue
+
+        def alter(c, r=r):
+            layer = dict(c.image.broker_configs.get(r.resource_name, {}))
+            for op in r.configs:
+                if op.config_operation == SET:
+                    layer[op.name] = op.value or ""
+                else:
+                    layer.pop(op.name, None)
+            dynamic.check(layer, per_broker=r.resource_name != "")
+            if not req.validate_only:
+                c.set_broker_configs(r.resource_name, layer)
+        try:
+            _r, code = await _run(ctx, alter)
+        except ConfigRequestError as exc:
+            answer(exc.code, str(exc))
+            continue
+        answer(code)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
