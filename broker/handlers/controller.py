@@ -5,6 +5,11 @@ brokers forward (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders).
 Each decision is made by coordinator/cluster/controller.py over the controller's image and answered
 only once its records are committed (broker/cluster/active_controller.py). A node that is not the
 active controller answers NOT_CONTROLLER (brokers retry at the new one).
+
+With an authorizer, the broker-to-controller RPCs need CLUSTER_ACTION on the cluster (the brokers'
+principal: a super user, as in Kafka) and the forwarded topic changes the operation a client would
+need (checked per request here as well as on the broker that forwarded it); otherwise
+CLUSTER_AUTHORIZATION_FAILED / TOPIC_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from ...coordinator.cluster.controller import ControllerError
 from ...protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
                                   AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
                                   BrokerRegistrationRequest, BrokerRegistrationResponse)
+from .. import acl
+from ..authorizer import authorize, authorize_cluster
 from ..context import RequestContext
 from ..registry import handles
 from ..topic_catalog import InvalidTopicNameError, validate_topic_name
@@ -28,6 +35,8 @@ from ..topic_catalog import InvalidTopicNameError, validate_topic_name
 log = logging.getLogger(__name__)
 
 NOT_CONTROLLER = 41
+CLUSTER_AUTHORIZATION_FAILED = 31
+TOPIC_AUTHORIZATION_FAILED = 29
 INVALID_REQUEST = 42
 REQUEST_TIMED_OUT = 7
 INCONSISTENT_CLUSTER_ID = 104
@@ -73,6 +82,8 @@ async def handle_broker_registration(ctx: RequestContext, req: BrokerRegistratio
 
     def answer(code: int, epoch: int = -1) -> BrokerRegistrationResponse:
         return BrokerRegistrationResponse(throttle_time_ms=0, error_code=code, broker_epoch=epoch)
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return answer(CLUSTER_AUTHORIZATION_FAILED)
     active = _active(ctx)
     if active is None:
         return answer(NOT_CONTROLLER)
@@ -101,6 +112,8 @@ async def handle_broker_heartbeat(ctx: RequestContext, req: BrokerHeartbeatReque
                                        is_caught_up=bool(hb and hb.is_caught_up),
                                        is_fenced=True if hb is None else hb.is_fenced,
                                        should_shut_down=bool(hb and hb.should_shut_down))
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return answer(CLUSTER_AUTHORIZATION_FAILED)
     if active is None:
         return answer(NOT_CONTROLLER)
 
@@ -122,6 +135,8 @@ async def handle_alter_partition(ctx: RequestContext, req: AlterPartitionRequest
 
     def top(code: int) -> AlterPartitionResponse:
         return AlterPartitionResponse(throttle_time_ms=0, error_code=code, topics=[])
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return top(CLUSTER_AUTHORIZATION_FAILED)
     if active is None or active.controller is None:
         return top(NOT_CONTROLLER)
     broker = active.controller.image.brokers.get(req.broker_id)
@@ -161,6 +176,8 @@ async def handle_allocate_producer_ids(ctx: RequestContext,
     def answer(code: int, start: int = -1, length: int = -1) -> AllocateProducerIdsResponse:
         return AllocateProducerIdsResponse(throttle_time_ms=0, error_code=code, producer_id_start=start,
                                            producer_id_len=length)
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return answer(CLUSTER_AUTHORIZATION_FAILED)
     try:
         block, code = await _run(ctx, lambda c: c.allocate_producer_ids(req.broker_id, req.broker_epoch))
     except ControllerError as exc:
@@ -197,6 +214,9 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         if counts[t.name] > 1:
             results.append(_topic_error(t.name, INVALID_REQUEST,
                                         "Create topics request from client contains duplicate topic name"))
+            continue
+        if not (authorize_cluster(ctx, acl.CREATE) or authorize(ctx, acl.CREATE, acl.TOPIC, t.name)):
+            results.append(_topic_error(t.name, TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
             continue
         if t.name == METADATA_TOPIC:
             results.append(_topic_error(t.name, INVALID_REQUEST,
@@ -270,6 +290,9 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
                 results.append(R(name=None, topic_id=topic_id, error_code=UNKNOWN_TOPIC_ID, error_message=None))
                 continue
             name = t.name
+        if not authorize(ctx, acl.DELETE, acl.TOPIC, name):
+            results.append(R(name=name, topic_id=topic_id, error_code=TOPIC_AUTHORIZATION_FAILED, error_message=None))
+            continue
         try:
             tid, code = await _run(ctx, lambda c, name=name: c.delete_topic(name))
         except ControllerError as exc:
@@ -293,6 +316,9 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
         if counts[t.name] > 1:
             results.append(R(name=t.name, error_code=INVALID_REQUEST, error_message="Duplicate topic in request."))
             continue
+        if not authorize(ctx, acl.ALTER, acl.TOPIC, t.name):
+            results.append(R(name=t.name, error_code=TOPIC_AUTHORIZATION_FAILED, error_message=None))
+            continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
             _r, code = await _run(ctx, lambda c, t=t, a=assignments: c.create_partitions(t.name, t.count, a,
@@ -308,6 +334,9 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
 async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
     """Preferred leader election (election type 0); unclean (1) is refused: unclean election is off."""
     from .elect_leaders import elect_leaders_response
+    if not authorize_cluster(ctx, acl.ALTER):
+        return elect_leaders_response(req, ctx.api_version, lambda _t, _p: CLUSTER_AUTHORIZATION_FAILED,
+                                      top_error=CLUSTER_AUTHORIZATION_FAILED)
     active = _active(ctx)
     if active is None or active.controller is None:
         return elect_leaders_response(req, ctx.api_version, lambda _t, _p: NOT_CONTROLLER, top_error=NOT_CONTROLLER)

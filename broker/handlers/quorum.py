@@ -8,6 +8,8 @@ Kafka's checks first: a request naming another topic/partition is answered UNKNO
 (Vote/Begin/End at the top level, DescribeQuorum per partition as Kafka 4.3), a cluster id that differs from ours
 INCONSISTENT_CLUSTER_ID. DescribeQuorum on a non-leader answers NOT_LEADER_OR_FOLLOWER, as Kafka's
 KafkaRaftClient does, but (minikafka) also fills in the leader id and epoch this node knows.
+With an authorizer, the Raft RPCs need CLUSTER_ACTION on the cluster (the peers' principal: a super
+user, as in Kafka), DescribeQuorum DESCRIBE; otherwise CLUSTER_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
@@ -21,9 +23,12 @@ from ...coordinator.quorum.peer import PeerError
 from ...coordinator.quorum.raft import LEADER, FetchResponse as CoreFetchResponse, VoteResponse as CoreVoteResponse
 from ...protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
                                   EndQuorumEpochResponse, VoteRequest, VoteResponse)
+from .. import acl
+from ..authorizer import authorize_cluster
 from ..context import RequestContext
 from ..registry import handles
 
+CLUSTER_AUTHORIZATION_FAILED = 31
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 BROKER_NOT_AVAILABLE = 8
@@ -36,6 +41,8 @@ def _driver(ctx: RequestContext):
 
 @handles(VoteRequest, VoteResponse, 0, 1, controller=True)
 async def handle_vote(ctx: RequestContext, req: VoteRequest) -> VoteResponse:
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return wire.vote_response(None, CLUSTER_AUTHORIZATION_FAILED)
     driver = _driver(ctx)
     if driver is None:
         return wire.vote_response(None, BROKER_NOT_AVAILABLE)
@@ -48,6 +55,8 @@ async def handle_vote(ctx: RequestContext, req: VoteRequest) -> VoteResponse:
 
 
 async def _epoch_rpc(ctx: RequestContext, req, msg, response_class):
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return response_class(error_code=CLUSTER_AUTHORIZATION_FAILED, topics=[], node_endpoints=[])
     driver = _driver(ctx)
     if driver is None:
         return response_class(error_code=BROKER_NOT_AVAILABLE, topics=[], node_endpoints=[])
@@ -74,7 +83,8 @@ async def handle_end_quorum_epoch(ctx: RequestContext, req: EndQuorumEpochReques
 async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     driver = _driver(ctx)
     msg = wire.from_fetch_request(req, ctx.api_version)
-    error = (BROKER_NOT_AVAILABLE if driver is None else
+    error = (CLUSTER_AUTHORIZATION_FAILED if not authorize_cluster(ctx, acl.CLUSTER_ACTION) else
+             BROKER_NOT_AVAILABLE if driver is None else
              wire.INCONSISTENT_CLUSTER_ID if driver.cluster_id_conflicts(req.cluster_id) else
              UNKNOWN_TOPIC_OR_PARTITION if msg is None else 0)
     if error:
@@ -104,6 +114,9 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
     P = DescribeQuorumResponse.TopicData.PartitionData
     ours = any(t.topic_name == wire.METADATA_TOPIC and any(p.partition_index == wire.METADATA_PARTITION
                                                             for p in t.partitions) for t in req.topics or ())
+    if not authorize_cluster(ctx, acl.DESCRIBE):
+        return DescribeQuorumResponse(error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                      error_message="Cluster authorization failed.", topics=[], nodes=[])
     if driver is None:
         return DescribeQuorumResponse(error_code=BROKER_NOT_AVAILABLE, error_message="", topics=[], nodes=[])
     if not ours:  # as Kafka 4.3: each partition asked for is answered UNKNOWN_TOPIC_OR_PARTITION
