@@ -100,7 +100,12 @@ def listener_security(config: "BrokerConfig", listener: str, mechanism_key: str,
     if protocol in TLS_SECURITY_PROTOCOLS:
         from .tls import build_client_context, listener_ssl_props
         # "SSL": the ssl.client.auth rule for SASL_SSL concerns the server side only (warned there)
-        context = build_client_context(listener_ssl_props(config.get, listener, "SSL"), listener)
+        props = listener_ssl_props(config.get, listener, "SSL")
+        # an empty value is meaningful here (it turns hostname verification off), also per listener
+        key = "ssl.endpoint.identification.algorithm"
+        prefixed = f"listener.name.{listener.lower()}.{key}"
+        props[key] = config.props[prefixed] if prefixed in config.props else config.props.get(key, props[key])
+        context = build_client_context(props, listener)
     if not protocol.startswith("SASL_"):
         return PeerSecurity(listener, protocol, context)
     from .sasl.settings import SUPPORTED_MECHANISMS

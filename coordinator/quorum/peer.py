@@ -58,6 +58,15 @@ class PeerSecurity:
 
 
 PLAINTEXT = PeerSecurity()
+_CLOSED = (ssl.SSLError, asyncio.IncompleteReadError, ConnectionResetError)
+
+
+def _tls_refusal(exc: BaseException) -> PeerAuthError:
+    """A fresh TLS connection that ends before its first answer: with TLS 1.3 the server's refusal of
+    the client certificate arrives only then."""
+    what = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else type(exc).__name__
+    return PeerAuthError(f"the TLS connection was closed before the first answer ({what}); does the listener "
+                         "require a client certificate (ssl.client.auth) that this node's keystore does not give?")
 
 
 class PeerClient:
@@ -114,13 +123,20 @@ class PeerClient:
         return await self._exchange(req, version, response_class)
 
     async def _exchange(self, req: Any, version: int, response_class: type) -> Any:
-        if self._writer is None:
+        fresh = self._writer is None
+        if fresh:
             wait = self._backoff_left()
             if wait > 0:
                 await asyncio.sleep(wait)
             await self._connect()
-        resp = await self._call(req, version, response_class)
+        try:
+            resp = await self._call(req, version, response_class)
+        except _CLOSED as exc:
+            if fresh and self.security.ssl_context is not None and self.security.sasl_mechanism is None:
+                raise _tls_refusal(exc) from None
+            raise
         self._failures = 0
+        self._logged_refusal = None  # a later refusal is news again
         return resp
 
     async def _connect(self) -> None:
@@ -134,9 +150,10 @@ class PeerClient:
         if sec.sasl_mechanism is not None:
             try:
                 await self._authenticate()
-            except ssl.SSLError as exc:  # TLS 1.3: a refused client certificate shows on the first read
-                raise PeerAuthError(f"TLS connection refused: {exc.reason or exc}") from None
-        self._logged_refusal = None
+            except _CLOSED as exc:
+                if sec.ssl_context is None:
+                    raise
+                raise _tls_refusal(exc) from None
 
     async def _authenticate(self) -> None:
         from kafka.net.sasl import get_sasl_mechanism
