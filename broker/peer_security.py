@@ -110,14 +110,15 @@ def listener_security(config: "BrokerConfig", listener: str, mechanism_key: str,
         return PeerSecurity(listener, protocol, context)
     from .sasl.settings import SUPPORTED_MECHANISMS
     mechanism = (config.props.get(mechanism_key) or DEFAULT_MECHANISM).strip()
-    if mechanism not in SUPPORTED_MECHANISMS:
-        default = " (Kafka's default)" if mechanism == DEFAULT_MECHANISM else ""
+    default = " (Kafka's default)" if mechanism == DEFAULT_MECHANISM else ""
+    enabled = config.sasl[listener].mechanisms if listener in config.sasl else ()
+    if mechanism not in enabled:  # Kafka's check and message (for the controller side minikafka checks too)
+        raise ConfigError(f"{mechanism_key} must be included in sasl.enabled.mechanisms when SASL is used for "
+                          f"{role} communication: the {role} listener {listener} is {protocol} and enables "
+                          f"{', '.join(enabled) or 'none'}, {mechanism_key} is {mechanism}{default}")
+    if mechanism not in SUPPORTED_MECHANISMS:  # unreachable while the server side refuses them too
         raise ConfigError(f"the {role} listener {listener} is {protocol}, but {mechanism_key} is {mechanism}{default}, "
                           f"which minikafka does not support: set it to one of {', '.join(SUPPORTED_MECHANISMS)}")
-    enabled = config.sasl[listener].mechanisms if listener in config.sasl else ()
-    if mechanism not in enabled:
-        raise ConfigError(f"{mechanism_key} must be included in sasl.enabled.mechanisms when SASL is used for "
-                          f"{role} communication (listener {listener} enables {', '.join(enabled) or 'none'})")
     username, password = jaas_credentials(config, listener, mechanism)
     return PeerSecurity(listener, protocol, context, mechanism, username, password)
 

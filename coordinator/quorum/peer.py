@@ -98,7 +98,8 @@ class PeerClient:
                     log.warning("cannot connect to node %d (%s:%d, listener %s): %s", self.node_id, self.host,
                                 self.port, self.security.listener, exc)
                 raise PeerError(f"node {self.node_id} ({self.host}:{self.port}): {exc}") from None
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, PeerError) as exc:
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, struct.error,
+                    PeerError) as exc:
                 self._fail()
                 raise PeerError(f"node {self.node_id} ({self.host}:{self.port}): {exc!r}") from None
             task = asyncio.current_task()

@@ -137,3 +137,26 @@ def test_wrong_inter_broker_password_keeps_the_node_out_and_says_why(cluster):
     full = frozenset(cluster.ids)
     wait_until(lambda: set(isrs(cluster, "secured").values()) == {full}, timeout=30,
                what="with the right password node 2 rejoins every ISR")
+
+
+def test_a_client_side_that_cannot_be_built_fails_start_up(tmp_path):
+    """sasl.mechanism.inter.broker.protocol left at Kafka's default (GSSAPI) on a SASL_SSL inter-broker
+    listener: exit code 2 and one clear line, before any listener opens."""
+    from minikafka.testing import MiniKafka, MiniKafkaError
+    pki = Pki(tmp_path / "pki")
+    port, internal, controller = free_port(), free_port(), free_port()
+    config = {k: v for k, v in secured_config(pki).items() if k != "sasl.mechanism.inter.broker.protocol"}
+    config.update({"node.id": "1", "process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
+                   "controller.quorum.voters": f"1@127.0.0.1:{controller},2@127.0.0.1:{free_port()},"
+                                               f"3@127.0.0.1:{free_port()}",
+                   "listeners": f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal},"
+                                f"CONTROLLER://127.0.0.1:{controller}"})
+    kafka = MiniKafka(config=config, data_dir=tmp_path / "data", port=port, start=False, startup_timeout=20)
+    try:
+        with pytest.raises(MiniKafkaError, match="exited with code 2"):
+            kafka.start()
+        assert ("minikafka: cannot connect to the other nodes: sasl.mechanism.inter.broker.protocol must be "
+                "included in sasl.enabled.mechanisms when SASL is used for inter-broker communication") in kafka.log_text()
+        assert "GSSAPI (Kafka's default)" in kafka.log_text() and "listening on" not in kafka.log_text()
+    finally:
+        kafka.close()
