@@ -112,8 +112,8 @@ def test_secured_cluster_forms_replicates_and_a_killed_node_rejoins(cluster):
     cluster.restart(3)
     wait_until(lambda: set(isrs(cluster, "secured").values()) == {full}, timeout=30,
                what="the restarted node 3 catches up over SASL_SSL and rejoins every ISR")
-    for node in cluster.nodes.values():
-        assert "cannot connect to node" not in node.log_text()
+    for node in cluster.nodes.values():  # (a TLS connection cut by the kill may be logged; no login failed)
+        assert "authentication as 'broker' failed" not in node.log_path.read_text(errors="replace")
 
 
 def test_wrong_inter_broker_password_keeps_the_node_out_and_says_why(cluster):
@@ -121,15 +121,18 @@ def test_wrong_inter_broker_password_keeps_the_node_out_and_says_why(cluster):
     node = cluster.nodes[2]
     node.stop()
     node.config["listener.name.internal.scram-sha-512.sasl.jaas.config"] = jaas("wrong-password")
+
+    def log() -> str:
+        return node.log_path.read_text(errors="replace")
     try:
         node.start()
-        wait_until(lambda: "SASL SCRAM-SHA-512 authentication as 'broker' failed" in node.log_text(), timeout=20,
+        wait_until(lambda: "SASL SCRAM-SHA-512 authentication as 'broker' failed" in log(), timeout=20,
                    what="node 2 logs why its replica fetchers cannot connect")
-        line = next(l for l in node.log_text().splitlines() if "authentication as 'broker' failed" in l)
+        line = next(l for l in log().splitlines() if "authentication as 'broker' failed" in l)
         assert "listener INTERNAL" in line and "invalid credentials" in line.lower(), line
-        assert node.log_text().count("authentication as 'broker' failed") <= 4  # once per connection, no flood
         produce(cluster, "secured", 100, "c")  # the others go on (min.insync.replicas=2)
         assert all(2 not in isr for isr in isrs(cluster, "secured").values())
+        assert log().count("authentication as 'broker' failed") <= 4  # once per connection, not per retry
     finally:
         node.stop()
         node.config["listener.name.internal.scram-sha-512.sasl.jaas.config"] = jaas(SECRET)
