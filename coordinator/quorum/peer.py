@@ -64,8 +64,9 @@ _CLOSED = (ssl.SSLError, asyncio.IncompleteReadError, ConnectionResetError)
 def _tls_refusal(exc: BaseException) -> PeerAuthError:
     """A fresh TLS connection that ends before its first answer: with TLS 1.3 the server's refusal of
     the client certificate arrives only then."""
-    what = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else type(exc).__name__
-    return PeerAuthError(f"the TLS connection was closed before the first answer ({what}); does the listener "
+    # the same words however the close shows (reset, EOF): the warning is logged once per reason
+    what = f" ({exc.reason})" if isinstance(exc, ssl.SSLError) and exc.reason else ""
+    return PeerAuthError(f"the TLS connection was closed before the first answer{what}; does the listener "
                          "require a client certificate (ssl.client.auth) that this node's keystore does not give?")
 
 
