@@ -199,7 +199,7 @@ DEFAULTS.update(SSL_DEFAULTS)
 
 # Keys Kafka knows that are meaningless for a single embedded node; accepted silently.
 IGNORED_KAFKA_KEYS = frozenset({
-    "inter.broker.listener.name",
+    "inter.broker.listener.name", "security.inter.broker.protocol",  # used by broker/peer_security.py
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
     "broker.rack", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",

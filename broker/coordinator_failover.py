@@ -147,8 +147,8 @@ class CoordinatorFailover:
         if peer is None or (peer.host, peer.port) != address:
             if peer is not None:
                 peer.close()
-            peer = self._peers[node_id] = PeerClient(node_id, address[0], address[1],
-                                                     f"coordinator-{self.state.node_id}", INTER_BROKER_TIMEOUT_S)
+            peer = self._peers[node_id] = self.state.cluster.driver.peer_factory.inter_broker_client(
+                node_id, address, f"coordinator-{self.state.node_id}", INTER_BROKER_TIMEOUT_S)
         return peer
 
     async def send_markers(self, node_id: int, markers: list[Marker]) -> dict[tuple[str, int], int]:

@@ -86,6 +86,7 @@ API_TABLE: dict[int, ApiEntry] = {
 # Vote/BeginQuorumEpoch/EndQuorumEpoch. Fetch here is the quorum's Fetch of `__cluster_metadata`.
 CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     1: ApiEntry("quorum", 13, 17),  # Fetch (the metadata log)
+    17: ApiEntry("sasl", 0, 1),  # SaslHandshake (SASL_* controller listeners: peers log in first)
     18: ApiEntry("api_versions", 0, 4),
     19: ApiEntry("controller", 2, 7),  # CreateTopics (forwarded by brokers; the active controller decides)
     20: ApiEntry("controller", 1, 6),  # DeleteTopics
@@ -100,6 +101,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     53: ApiEntry("quorum", 0, 1),  # BeginQuorumEpoch
     54: ApiEntry("quorum", 0, 1),  # EndQuorumEpoch
     55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
+    36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     56: ApiEntry("controller", 2, 3),  # AlterPartition (partition leaders' ISR changes)
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     62: ApiEntry("controller", 0, 4),  # BrokerRegistration

@@ -59,6 +59,7 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         tls_contexts = self._tls_contexts()  # keystores first: a bad one fails start-up before anything opens
+        peers = self._peer_factory()  # the client side of the inter-broker / controller listeners, as early
         await self._start_admin()
         from .sasl.errors import CredentialStoreError
         try:
@@ -75,7 +76,7 @@ class Broker:
         self.connections = ConnectionRegistry.from_state(self.state)
         self.state.connections = self.connections
         if self.config.quorum is not None:
-            self._open_quorum()
+            self._open_quorum(peers)
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             tls = tls_contexts.get(listener.name)
@@ -140,7 +141,19 @@ class Broker:
                     raise StartupError(f"invalid SSL configuration: {exc}") from None
         return out
 
-    def _open_quorum(self) -> None:
+    def _peer_factory(self):
+        """broker/peer_security.py's PeerFactory of a cluster node (None alone); StartupError if a side
+        (TLS client context, SASL mechanism, JAAS credentials) cannot be built."""
+        if self.config.quorum is None:
+            return None
+        from .config import ConfigError
+        from .peer_security import peer_factory
+        try:
+            return peer_factory(self.config)
+        except ConfigError as exc:
+            raise StartupError(f"cannot connect to the other nodes: {exc}") from None
+
+    def _open_quorum(self, peers=None) -> None:
         """KRaft combined mode (coordinator/quorum/driver.py): the metadata quorum's durable state is
         opened before the listeners; its tasks start once they accept (peers may call at once)."""
         from ..coordinator.quorum.driver import QuorumDriver
@@ -152,7 +165,8 @@ class Broker:
             state.cluster_id = cluster_id
             write_meta(config.log_dirs, config.node_id, cluster_id)
 
-        state.quorum = QuorumDriver(config.node_id, config.quorum, config.log_dirs[0], state.cluster_id, agreed)
+        state.quorum = QuorumDriver(config.node_id, config.quorum, config.log_dirs[0], state.cluster_id, agreed,
+                                    peer_factory=peers)
         # the cluster metadata (issue 16): every node follows the image; the quorum leader is the controller
         from ..coordinator.cluster.controller import ControllerConfig
         from .cluster.active_controller import ActiveController

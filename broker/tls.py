@@ -161,6 +161,53 @@ def _build(props: dict[str, str], listener: str) -> ListenerTls:
     return ListenerTls(ctx, auth, mapper, protocols)
 
 
+def build_client_context(props: dict[str, str], listener: str) -> ssl.SSLContext:
+    """The client side of a TLS listener, for this node's own connections to it (inter-broker and
+    controller traffic), from the same resolved ssl.* values (`listener_ssl_props`) as Kafka's broker
+    uses them for its client: the truststore verifies the peer (no truststore: the system's default
+    CAs, as Kafka falls back to the JVM's cacerts), the keystore (when given) is presented for mutual
+    TLS, and `ssl.endpoint.identification.algorithm` (https by default; empty turns it off) checks the
+    peer's certificate names the host dialled. ConfigError says what cannot be built."""
+    try:
+        return _build_client(props)
+    except ConfigError as exc:
+        raise ConfigError(f"listener {listener}: {exc}") from None
+
+
+def _build_client(props: dict[str, str]) -> ssl.SSLContext:
+    algorithm = props["ssl.endpoint.identification.algorithm"].strip()
+    if algorithm.lower() not in ("", "https"):
+        raise ConfigError(f"ssl.endpoint.identification.algorithm {algorithm!r} is not supported "
+                          "(https, or empty to turn hostname verification off)")
+    if props["ssl.protocol"] not in _CONTEXT_PROTOCOLS:
+        raise ConfigError(f"ssl.protocol {props['ssl.protocol']!r} is not a TLS protocol (TLSv1.2, TLSv1.3, TLS)")
+    if _opt(props, "ssl.engine.factory.class"):
+        raise ConfigError("ssl.engine.factory.class is not supported (Java SslEngineFactory plug-ins)")
+    protocols = tuple(p.strip() for p in props["ssl.enabled.protocols"].split(",") if p.strip()) \
+        or ("TLSv1.2", "TLSv1.3")
+    unknown = [p for p in protocols if p not in _VERSIONS]
+    if unknown:
+        raise ConfigError(f"ssl.enabled.protocols: unsupported protocol(s) {', '.join(unknown)} "
+                          f"(one of {', '.join(_VERSIONS)})")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.options |= ssl.OP_NO_COMPRESSION
+    _set_versions(ctx, protocols)
+    _set_ciphers(ctx, _opt(props, "ssl.cipher.suites"), protocols)
+    ctx.check_hostname = algorithm != ""
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    trusted = _truststore(props)
+    if trusted is None:
+        log.warning("no ssl.truststore for the client side of a TLS listener: peers are verified against the "
+                    "system's default CAs")
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    else:
+        ctx.load_verify_locations(cadata=trusted)
+    if any(_opt(props, k) for k in ("ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain")):
+        cert_pem, key_pem = _keystore(props)
+        _load_cert_chain(ctx, cert_pem, key_pem)
+    return ctx
+
+
 def _set_versions(ctx: ssl.SSLContext, protocols: tuple[str, ...]) -> None:
     order = list(_VERSIONS)
     wanted = sorted({order.index(p) for p in protocols})

@@ -76,8 +76,8 @@ class ClusterRuntime:
         self.lifecycle_timeout_s = max(0.2, min(driver.quorum.request_timeout_ms / 1000, session_s / 3))
         self.controller_timeout_s = 30.0
         names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
-        configured = (config.props.get("inter.broker.listener.name") or "").strip().upper()
-        self.inter_broker_listener: str = configured if configured in names else names[0]
+        resolved = driver.peer_factory.inter_broker_listener  # broker/peer_security.py, checked at start-up
+        self.inter_broker_listener: str = resolved if resolved in names else names[0]
         self._listeners: list[Listener] = []
         self._security_changed = True  # an ACL / SCRAM / broker config record committed since the last flush (first: load)
         self._late: list[Listener] = []  # added after partitions existed: told of all of them first
@@ -349,12 +349,11 @@ class ClusterRuntime:
     def _client(self, node: int, channel: str) -> PeerClient:
         client = self._clients.get((node, channel))
         if client is None:
-            host, port = self.driver.quorum.voters[node]
             # heartbeats must not hang on a paused old controller for longer than a fraction of the
             # session, or the new controller fences this live broker
             timeout = self.lifecycle_timeout_s if channel == "lifecycle" else self.request_timeout_s * 5
-            client = self._clients[(node, channel)] = PeerClient(
-                node, host, port, f"broker-{self.node_id}-{channel}", timeout,
+            client = self._clients[(node, channel)] = self.driver.peer_factory.controller_client(
+                node, self.driver.quorum.voters[node], f"broker-{self.node_id}-{channel}", timeout,
                 self.driver.quorum.retry_backoff_ms / 1000, max_backoff_s=0.25 if channel == "lifecycle" else 1.0)
         return client
 

@@ -82,9 +82,9 @@ class Fetcher:
             if self._client is not None:
                 self._client.close()
             self._address = address
-            self._client = PeerClient(self.source, address[0], address[1], f"replica-fetcher-{self.manager.node_id}",
-                                      (self.timeout_ms + self.wait_ms) / 1000, retry_backoff_s=0.05,
-                                      max_backoff_s=self.backoff_ms / 1000)
+            self._client = self.manager.cluster.driver.peer_factory.inter_broker_client(
+                self.source, address, f"replica-fetcher-{self.manager.node_id}",
+                (self.timeout_ms + self.wait_ms) / 1000, retry_backoff_s=0.05, max_backoff_s=self.backoff_ms / 1000)
         return self._client
 
     async def _run(self) -> None:

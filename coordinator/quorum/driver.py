@@ -33,6 +33,7 @@ from .store import FilePersistentState
 
 if TYPE_CHECKING:
     from ...broker.config import QuorumConfig
+    from ...broker.peer_security import PeerFactory
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def _now_ms() -> int:
 
 class QuorumDriver:
     def __init__(self, node_id: int, quorum: "QuorumConfig", log_dir: Path, cluster_id: str | None,
-                 on_cluster_id=None) -> None:
+                 on_cluster_id=None, peer_factory: "PeerFactory | None" = None) -> None:
         self.id = node_id
         self.quorum = quorum
         self.cluster_id = cluster_id
@@ -62,9 +63,15 @@ class QuorumDriver:
         # followers long-poll (Kafka's raft fetches wait up to 500 ms); well inside the fetch timeout
         self.fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS, quorum.fetch_timeout_ms // 4,
                                      quorum.request_timeout_ms // 2)
-        self.peers = {v: PeerClient(v, host, port, f"raft-client-{node_id}", quorum.request_timeout_ms / 1000,
-                                    quorum.retry_backoff_ms / 1000)
-                      for v, (host, port) in quorum.voters.items() if v != node_id}
+        # every connection to a peer (here, the cluster runtime's, the replicas') comes from one factory:
+        # the controller / inter-broker listener's TLS and SASL (broker/peer_security.py); plain by default
+        if peer_factory is None:
+            from ...broker.peer_security import PeerFactory
+            peer_factory = PeerFactory()
+        self.peer_factory = peer_factory
+        self.peers = {v: peer_factory.controller_client(v, addr, f"raft-client-{node_id}",
+                                                        quorum.request_timeout_ms / 1000, quorum.retry_backoff_ms / 1000)
+                      for v, addr in quorum.voters.items() if v != node_id}
         self._pending: dict[int, dict[type, Message]] = {v: {} for v in self.peers}
         self._wakeup = {v: asyncio.Event() for v in self.peers}
         self._tasks: list[asyncio.Task] = []
@@ -300,9 +307,8 @@ class QuorumDriver:
         that the quorum's traffic never waits behind them); raises PeerError."""
         client = self._admin_clients.get(v)
         if client is None:
-            host, port = self.quorum.voters[v]
-            client = self._admin_clients[v] = PeerClient(v, host, port, f"forward-{self.id}",
-                                                         self.quorum.request_timeout_ms / 1000)
+            client = self._admin_clients[v] = self.peer_factory.controller_client(
+                v, self.quorum.voters[v], f"forward-{self.id}", self.quorum.request_timeout_ms / 1000)
         resp = await client.request(req, version, response_class)
         resp._header = None  # answered again under the caller's own header
         return resp

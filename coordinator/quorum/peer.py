@@ -8,26 +8,74 @@ A pooled connection the peer has closed (it restarted, or dropped an idle connec
 of the request: one already at EOF is replaced before sending, and one that ends before the first byte
 of the answer is retried once on a fresh connection (the old peer never answered, so it was not there
 to act on the request).
+
+Security (`PeerSecurity`, built from the broker config by broker/peer_security.py): on an SSL / SASL_SSL
+listener the connection is TLS with the given client context; on a SASL listener every new connection
+first authenticates (SaslHandshake v1, then SaslAuthenticate v2 rounds with kafka-python's PLAIN /
+SCRAM client mechanisms) before the request goes out. A refused TLS handshake or failed
+authentication is a PeerError like any other failure (same backoff) and is logged as one warning line
+(again only once the reason changes or after a success). A session with a lifetime (KIP-368
+`connections.max.reauth.ms` on the server) is replaced by a fresh, re-authenticated connection at 85%
+of its lifetime.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
+import ssl
 import struct
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 64 << 20
+SASL_HANDSHAKE_VERSION = 1
+SASL_AUTHENTICATE_VERSION = 2
+REAUTH_FRACTION = 0.85  # of the server's session lifetime (Kafka's clients: 85-95%)
+
+log = logging.getLogger(__name__)
 
 
 class PeerError(Exception):
     """The request got no usable answer (the message counts as lost)."""
 
 
+class PeerAuthError(PeerError):
+    """The peer's listener refused this node: TLS handshake or SASL authentication failed."""
+
+
+@dataclass(frozen=True)
+class PeerSecurity:
+    """How to connect to one listener of the peers: its security protocol, the TLS client context
+    (SSL, SASL_SSL) and the SASL mechanism with this node's credentials (SASL_*)."""
+    listener: str = "PLAINTEXT"
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
+
+
+PLAINTEXT = PeerSecurity()
+_CLOSED = (ssl.SSLError, asyncio.IncompleteReadError, ConnectionResetError)
+
+
+def _tls_refusal(exc: BaseException) -> PeerAuthError:
+    """A fresh TLS connection that ends before its first answer: with TLS 1.3 the server's refusal of
+    the client certificate arrives only then."""
+    # the same words however the close shows (reset, EOF): the warning is logged once per reason
+    what = f" ({exc.reason})" if isinstance(exc, ssl.SSLError) and exc.reason else ""
+    return PeerAuthError(f"the TLS connection was closed before the first answer{what}; does the listener "
+                         "require a client certificate (ssl.client.auth) that this node's keystore does not give?")
+
+
 class PeerClient:
     def __init__(self, node_id: int, host: str, port: int, client_id: str, request_timeout_s: float,
-                 retry_backoff_s: float = 0.02, max_backoff_s: float = 1.0) -> None:
+                 retry_backoff_s: float = 0.02, max_backoff_s: float = 1.0,
+                 security: PeerSecurity = PLAINTEXT) -> None:
         self.node_id, self.host, self.port = node_id, host, port
+        self.security = security
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.retry_backoff_s, self.max_backoff_s = retry_backoff_s, max_backoff_s
@@ -37,12 +85,22 @@ class PeerClient:
         self._failures = 0
         self._failed_at = 0.0
         self._lock = asyncio.Lock()
+        self._session_ends: float | None = None  # monotonic; SASL sessions with a lifetime only
+        self._logged_refusal: str | None = None
 
     async def request(self, req: Any, version: int, response_class: type) -> Any:
         async with self._lock:
             try:
                 resp = await asyncio.wait_for(self._roundtrip(req, version, response_class), self.request_timeout_s)
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, PeerError) as exc:
+            except PeerAuthError as exc:
+                self._fail()
+                if str(exc) != self._logged_refusal:
+                    self._logged_refusal = str(exc)
+                    log.warning("cannot connect to node %d (%s:%d, listener %s): %s", self.node_id, self.host,
+                                self.port, self.security.listener, exc)
+                raise PeerError(f"node {self.node_id} ({self.host}:{self.port}): {exc}") from None
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, struct.error,
+                    PeerError) as exc:
                 self._fail()
                 raise PeerError(f"node {self.node_id} ({self.host}:{self.port}): {exc!r}") from None
             task = asyncio.current_task()
@@ -54,7 +112,8 @@ class PeerClient:
 
     async def _roundtrip(self, req: Any, version: int, response_class: type) -> Any:
         reused = self._writer is not None
-        if reused and (self._writer.is_closing() or self._reader.at_eof()):  # type: ignore[union-attr]
+        expired = self._session_ends is not None and time.monotonic() >= self._session_ends
+        if reused and (expired or self._writer.is_closing() or self._reader.at_eof()):  # type: ignore[union-attr]
             self.close()
             reused = False
         try:
@@ -66,11 +125,74 @@ class PeerClient:
         return await self._exchange(req, version, response_class)
 
     async def _exchange(self, req: Any, version: int, response_class: type) -> Any:
-        if self._writer is None:
+        fresh = self._writer is None
+        if fresh:
             wait = self._backoff_left()
             if wait > 0:
                 await asyncio.sleep(wait)
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            await self._connect()
+        try:
+            resp = await self._call(req, version, response_class)
+        except _CLOSED as exc:
+            if fresh and self.security.ssl_context is not None and self.security.sasl_mechanism is None:
+                raise _tls_refusal(exc) from None
+            raise
+        self._failures = 0
+        self._logged_refusal = None  # a later refusal is news again
+        return resp
+
+    async def _connect(self) -> None:
+        """A new connection, TLS and SASL done; PeerAuthError when the peer's listener refuses us."""
+        sec = self.security
+        try:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port, ssl=sec.ssl_context)
+        except ssl.SSLError as exc:
+            raise PeerAuthError(f"TLS handshake failed: {exc.reason or exc}") from None
+        self._session_ends = None
+        if sec.sasl_mechanism is not None:
+            try:
+                await self._authenticate()
+            except _CLOSED as exc:
+                if sec.ssl_context is None:
+                    raise
+                raise _tls_refusal(exc) from None
+
+    async def _authenticate(self) -> None:
+        from kafka.net.sasl import get_sasl_mechanism
+        from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse,
+                                         SaslHandshakeRequest, SaslHandshakeResponse)
+        sec = self.security
+        mechanism = sec.sasl_mechanism
+        assert mechanism is not None
+        handshake = await self._call(SaslHandshakeRequest(mechanism=mechanism), SASL_HANDSHAKE_VERSION,
+                                     SaslHandshakeResponse)
+        if handshake.error_code:
+            raise PeerAuthError(f"SASL mechanism {mechanism} is not enabled there (it enables "
+                                f"{', '.join(handshake.mechanisms) or 'none'}; error {handshake.error_code})")
+        username = sec.sasl_username
+        if mechanism.startswith("SCRAM-"):  # kafka-python sends the name as it is: escape it as RFC 5802 wants
+            username = username.replace("=", "=3D").replace(",", "=2C")
+        client = get_sasl_mechanism(mechanism)(sasl_mechanism=mechanism, sasl_plain_username=username,
+                                               sasl_plain_password=sec.sasl_password, host=self.host)
+        lifetime_ms = 0
+        while not client.is_done():
+            resp = await self._call(SaslAuthenticateRequest(auth_bytes=client.auth_bytes()),
+                                    SASL_AUTHENTICATE_VERSION, SaslAuthenticateResponse)
+            if resp.error_code:
+                raise PeerAuthError(f"SASL {mechanism} authentication as {sec.sasl_username!r} failed: "
+                                    f"{resp.error_message or f'error {resp.error_code}'}")
+            lifetime_ms = resp.session_lifetime_ms
+            try:  # SCRAM's PBKDF2 (4096+ iterations) runs off the event loop
+                await asyncio.to_thread(client.receive, bytes(resp.auth_bytes))
+            except Exception as exc:
+                raise PeerAuthError(f"SASL {mechanism}: the server's answer does not verify ({exc})") from None
+        if not client.is_authenticated():
+            raise PeerAuthError(f"SASL {mechanism} authentication as {sec.sasl_username!r} failed")
+        if lifetime_ms > 0:
+            self._session_ends = time.monotonic() + lifetime_ms / 1000 * REAUTH_FRACTION
+
+    async def _call(self, req: Any, version: int, response_class: type) -> Any:
+        """One framed request and its answer on the open connection."""
         assert self._reader is not None and self._writer is not None
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         req.with_header(correlation_id=self._correlation, client_id=self.client_id)
@@ -83,7 +205,6 @@ class PeerClient:
         resp = response_class.decode(frame, version=version, header=True)
         if resp.header.correlation_id != self._correlation:
             raise PeerError(f"correlation id {resp.header.correlation_id}, expected {self._correlation}")
-        self._failures = 0
         return resp
 
     def _backoff_left(self) -> float:

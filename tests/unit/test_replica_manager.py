@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from minikafka.broker.config import BrokerConfig
+from minikafka.broker.peer_security import PeerFactory
 from minikafka.broker.replication import replica_manager as rm
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.broker.state import BrokerState
@@ -57,6 +59,7 @@ class FakeImage:
 
 class FakeCluster:
     inter_broker_listener = "PLAINTEXT"
+    driver = SimpleNamespace(peer_factory=PeerFactory())  # plain connections (broker/peer_security.py)
 
     def __init__(self) -> None:
         self.image = FakeImage()
