@@ -510,9 +510,6 @@ class Connection(asyncio.BufferedProtocol):
         """A request on a SASL listener: raw SASL tokens after SaslHandshake v0; otherwise a Kafka
         request, processed only if the authenticator lets it through (`check_request`)."""
         self._sasl_response_header = None
-        if not sasl.authenticated and self.state is not None and self.state.cluster is not None:
-            from .cluster.security_sync import wait_until_loaded  # a cluster: credentials come from the log
-            await wait_until_loaded(self.state)
         if sasl.raw_tokens:
             answer, _ = sasl.evaluate(bytes(frame))
             self.principal = sasl.principal or self.principal

@@ -10,7 +10,6 @@ restarted node has what the replayed log says. Work is done only when the image'
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 from typing import TYPE_CHECKING
 
@@ -45,26 +44,6 @@ class SecuritySync:
         state.scram_credentials.follow(credentials_of(image))
         state.dynamic_config.follow(image.broker_configs.get("", {}),
                                     image.broker_configs.get(str(state.node_id), {}))
-
-
-LOAD_WAIT_S = 10.0
-
-
-async def wait_until_loaded(state: "BrokerState", timeout_s: float = LOAD_WAIT_S) -> None:
-    """Until this node caught up with the metadata log once (unfenced) and its stores hold what its
-    image says, at most `timeout_s`: a restarted node does not judge a login before it has the
-    credentials (Kafka does not open its broker listeners before that)."""
-    cluster = state.cluster
-    sync: SecuritySync | None = getattr(state, "security_sync", None)
-
-    def ready() -> bool:
-        return cluster.caught_up_once.is_set() and (sync is None or sync.version == cluster.image.security_version)
-    if ready():
-        return
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not ready() and loop.time() < deadline:
-        await asyncio.sleep(0.02)
 
 
 def attach(state: "BrokerState") -> None:
