@@ -19,6 +19,7 @@ from tests.tls_certs import PASSWORD, Pki
 pytestmark = pytest.mark.minikafka_only
 
 USER, SECRET = "broker", "broker-secret"
+INTRUDER, INTRUDER_SECRET = "mallory", "mallory-secret"  # may log in to the controller listener, no more
 TIMEOUTS = {"replica.lag.time.max.ms": "1500", "broker.session.timeout.ms": "2000",
             "broker.heartbeat.interval.ms": "200", "replica.fetch.wait.max.ms": "200",
             "replica.fetch.backoff.ms": "100"}
@@ -28,15 +29,24 @@ def jaas(password: str) -> str:
     return f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{USER}" password="{password}";'
 
 
+def plain_jaas(password: str) -> str:
+    """The controller listener's PLAIN login (username/password) and its users (user_<name>)."""
+    return (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{USER}" '
+            f'password="{password}" user_{USER}="{SECRET}" user_{INTRUDER}="{INTRUDER_SECRET}";')
+
+
 def secured_config(pki: Pki) -> dict[str, str]:
     return {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
         "inter.broker.listener.name": "INTERNAL",
+        # SCRAM between brokers; PLAIN on the controller listener, as Kafka needs it: SCRAM credentials
+        # live in the metadata log, which the controllers cannot read before they have logged in
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-        "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+        "sasl.mechanism.controller.protocol": "PLAIN",
         "listener.name.internal.scram-sha-512.sasl.jaas.config": jaas(SECRET),
-        "listener.name.controller.scram-sha-512.sasl.jaas.config": jaas(SECRET),
+        "listener.name.controller.plain.sasl.jaas.config": plain_jaas(SECRET),
         # a broker-wide keystore and PEM truststore; INTERNAL has its own PKCS12 truststore (prefixed keys)
         "ssl.keystore.type": "PKCS12", "ssl.keystore.location": pki.path("server.p12"),
         "ssl.keystore.password": PASSWORD,
@@ -44,6 +54,9 @@ def secured_config(pki: Pki) -> dict[str, str]:
         "listener.name.internal.ssl.truststore.type": "PKCS12",
         "listener.name.internal.ssl.truststore.location": pki.path("truststore.p12"),
         "listener.name.internal.ssl.truststore.password": PASSWORD,
+        # Kafka's authorizer: the nodes' principal and the PLAINTEXT clients are super users
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:{USER};User:ANONYMOUS",
         **TIMEOUTS,
     }
 
@@ -54,6 +67,7 @@ def cluster():
     with tempfile.TemporaryDirectory() as root:
         pki = Pki(Path(root) / "pki")
         c = Cluster(Path(root), config=secured_config(pki))
+        c.pki = pki  # type: ignore[attr-defined]
         for node in c.nodes.values():
             node.config["listeners"] += f",INTERNAL://127.0.0.1:{free_port()}"
             node.data_dir.mkdir(parents=True, exist_ok=True)  # the SCRAM user before the first start
@@ -163,3 +177,46 @@ def test_a_client_side_that_cannot_be_built_fails_start_up(tmp_path):
         assert "GSSAPI (Kafka's default)" in kafka.log_text() and "listening on" not in kafka.log_text()
     finally:
         kafka.close()
+
+
+def test_the_controller_listener_authorizes_what_it_is_asked(cluster):
+    """Kafka's ControllerApis: a principal that may log in to the controller listener but is no super
+    user and holds no ACL gets CLUSTER_AUTHORIZATION_FAILED for the broker-to-controller RPCs and
+    DescribeQuorum, TOPIC_AUTHORIZATION_FAILED for a topic creation; the nodes' own principal is served."""
+    import asyncio
+    import ssl
+
+    from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse, DescribeQuorumRequest,
+                                      DescribeQuorumResponse)
+
+    from minikafka.coordinator.quorum.peer import PeerClient, PeerSecurity
+    from minikafka.protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse,
+                                             BrokerHeartbeatRequest, BrokerHeartbeatResponse)
+    wait_until(lambda: brokers_up(cluster), timeout=30, what="three brokers registered")
+    tls = ssl.create_default_context(cafile=cluster.pki.path("ca.pem"))
+    Q = DescribeQuorumRequest.TopicData
+
+    async def ask(user: str, password: str) -> dict[str, int]:
+        client = PeerClient(1, "127.0.0.1", cluster.controller_ports[1], f"{user}-client", 10.0,
+                            security=PeerSecurity("CONTROLLER", "SASL_SSL", tls, "PLAIN", user, password))
+        try:
+            heartbeat = await client.request(BrokerHeartbeatRequest(
+                broker_id=1, broker_epoch=-1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
+                offline_log_dirs=[]), 1, BrokerHeartbeatResponse)
+            ids = await client.request(AllocateProducerIdsRequest(broker_id=1, broker_epoch=-1), 0,
+                                       AllocateProducerIdsResponse)
+            quorum = await client.request(DescribeQuorumRequest(topics=[Q(
+                topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]), 2,
+                DescribeQuorumResponse)
+            topic = await client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+                name=f"by-{user}", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+                timeout_ms=10000, validate_only=True), 7, CreateTopicsResponse)
+        finally:
+            client.close()
+        return {"heartbeat": heartbeat.error_code, "producer ids": ids.error_code,
+                "describe quorum": quorum.error_code, "create topic": topic.topics[0].error_code}
+
+    denied = asyncio.run(ask(INTRUDER, INTRUDER_SECRET))
+    assert denied == {"heartbeat": 31, "producer ids": 31, "describe quorum": 31, "create topic": 29}, denied
+    served = asyncio.run(ask(USER, SECRET))
+    assert served["describe quorum"] == 0 and 31 not in served.values() and 29 not in served.values(), served

@@ -165,4 +165,4 @@ def test_the_secured_cluster_example_configs_resolve(tmp_path, pki, n):
     factory = peer_factory(BrokerConfig(props))
     assert [(s.listener, s.protocol, s.sasl_mechanism, s.sasl_username) for s in
             (factory.inter_broker, factory.controller)] == [("INTERNAL", "SASL_SSL", "SCRAM-SHA-512", "broker"),
-                                                            ("CONTROLLER", "SASL_SSL", "SCRAM-SHA-512", "broker")]
+                                                            ("CONTROLLER", "SASL_SSL", "PLAIN", "broker")]
