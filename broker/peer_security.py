@@ -27,6 +27,7 @@ StartupError line) before any listener opens, never a silently failing connectio
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from ..coordinator.quorum.peer import PLAINTEXT, PeerClient, PeerSecurity
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 INTER_BROKER_MECHANISM = "sasl.mechanism.inter.broker.protocol"
 CONTROLLER_MECHANISM = "sasl.mechanism.controller.protocol"
 DEFAULT_MECHANISM = "GSSAPI"  # Kafka's default for both keys
+
+log = logging.getLogger(__name__)
 
 
 class PeerFactory:
@@ -149,5 +152,10 @@ def peer_factory(config: "BrokerConfig") -> PeerFactory:
     if config.quorum is None:
         return PeerFactory(PeerSecurity(inter or "PLAINTEXT"), PLAINTEXT)
     controller = config.quorum.controller_listener_names[0]
-    return PeerFactory(listener_security(config, inter, INTER_BROKER_MECHANISM, "inter-broker"),
-                       listener_security(config, controller, CONTROLLER_MECHANISM, "controller"))
+    factory = PeerFactory(listener_security(config, inter, INTER_BROKER_MECHANISM, "inter-broker"),
+                          listener_security(config, controller, CONTROLLER_MECHANISM, "controller"))
+    if (factory.controller.sasl_mechanism or "").startswith("SCRAM-"):
+        log.warning("%s=%s: SCRAM credentials live in the metadata log, which the controllers can only read "
+                    "after logging in to each other; use PLAIN on the controller listener (as with Kafka)",
+                    CONTROLLER_MECHANISM, factory.controller.sasl_mechanism)
+    return factory

@@ -166,3 +166,18 @@ def test_the_secured_cluster_example_configs_resolve(tmp_path, pki, n):
     assert [(s.listener, s.protocol, s.sasl_mechanism, s.sasl_username) for s in
             (factory.inter_broker, factory.controller)] == [("INTERNAL", "SASL_SSL", "SCRAM-SHA-512", "broker"),
                                                             ("CONTROLLER", "SASL_SSL", "PLAIN", "broker")]
+
+
+def test_scram_on_the_controller_listener_is_warned_about(tmp_path, pki, caplog):
+    """It cannot work in KRaft (the credentials are in the metadata log): one warning naming PLAIN."""
+    import logging
+    with caplog.at_level(logging.WARNING, logger="minikafka.broker.peer_security"):
+        peer_factory(secured(tmp_path, pki))
+    assert not caplog.records
+    with caplog.at_level(logging.WARNING, logger="minikafka.broker.peer_security"):
+        peer_factory(secured(tmp_path, pki, **{
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
+            "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+            "listener.name.controller.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.controller.scram-sha-512.sasl.jaas.config": SCRAM.format(u="broker", p="s3cret")}))
+    assert any("use PLAIN on the controller listener" in r.getMessage() for r in caplog.records)
