@@ -238,6 +238,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--against", choices=("minikafka", "kafka"), default="minikafka",
                     help="kafka: the same run against a three-node Apache Kafka (scripts/apache_kafka.py)")
+    ap.add_argument("--data-dir", default=None,
+                    help="minikafka: keep the nodes' data and logs here (a post-mortem of a failed run)")
     args = ap.parse_args()
     say = lambda s: print(s, file=sys.stderr)  # noqa: E731
     if args.against == "kafka":
@@ -250,7 +252,8 @@ def main() -> None:
             cluster.cleanup()
     else:
         from minikafka.testing import MiniKafkaCluster
-        with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60) as cluster:
+        with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60,
+                              data_dir=args.data_dir) as cluster:
             report, facts = run(cluster, args.seconds, args.seed, log=say)
     result = {**facts, **report.counts(), "ok": report.ok, "examples": dict(report.examples)}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))

@@ -136,6 +136,10 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
                 return _error(index, ke.UnknownTopicOrPartitionError.errno)
             if transactional and (refused := await unverified()) is not None:
                 return refused
+        if replicas is not None and (validated or transactional):
+            # leadership may have moved while we awaited (Kafka appends under the partition's leader lock)
+            if (code := replicas.leader_error(topic, index)) or replicas.leader_epoch(topic, index) != leader_epoch:
+                return _error(index, code or ke.NotLeaderForPartitionError.errno)
         appended = plog.begin_append(records, leader_epoch=leader_epoch, validated=validated,
                                      transaction_version=TV2 if transactional and version >= TV2_PRODUCE_VERSION else 0)
     except RecordValidationError as exc:
