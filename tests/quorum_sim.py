@@ -6,6 +6,10 @@ clients proposing to whoever is leader. Invariant checks run after every step:
 * committed entries never change and are the same prefix on every node;
 * a node's high watermark never moves back while it stays up;
 * every proposal acknowledged as committed is in the final committed log exactly once.
+
+With `snapshot_every` > 0 each node on its own snapshots its committed log (KIP-630) whenever that many
+committed entries follow its log start, and drops the prefix; a lagging follower then installs the
+leader's snapshot (FetchSnapshot). A node's committed history is then its snapshot + its committed suffix.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 
 from minikafka.coordinator.quorum.log import Entry
-from minikafka.coordinator.quorum.raft import LEADER, Message, PersistentState, RaftConfig, RaftNode
+from minikafka.coordinator.quorum.raft import LEADER, FetchSnapshotResponse, Message, PersistentState, RaftConfig, RaftNode
 
 TICK_MS = 10
 
@@ -28,6 +32,7 @@ class Faults:
     cut_every_ms: int = 4000    # mean time between link cuts that isolate one node (0: none)
     cut_ms: tuple[int, int] = (500, 5000)
     propose_every_ms: int = 50
+    snapshot_every: int = 0     # committed entries past the log start that make a node snapshot (0: never)
 
 
 @dataclass
@@ -114,7 +119,7 @@ class Sim:
                 del self.pending[payload]  # the client sees a failure (leader gone): not acknowledged
                 continue
             if n.high_watermark > offset:
-                assert n.log.entries[offset].payload == payload
+                assert history(n)[offset].payload == payload
                 self.acked[payload] = offset
                 del self.pending[payload]
 
@@ -128,7 +133,7 @@ class Sim:
                 assert other == v, f"seed {self.seed}: two leaders in epoch {n.epoch}: {other} and {v}"
             assert n.high_watermark >= self.hw_seen[v], f"seed {self.seed}: node {v} high watermark moved back"
             self.hw_seen[v] = n.high_watermark
-            mine = n.committed()
+            mine = history(n)
             common = min(len(mine), len(self.committed))
             assert mine[:common] == self.committed[:common], (
                 f"seed {self.seed}: node {v} committed log differs from the committed history")
@@ -145,11 +150,18 @@ class Sim:
                 self.stats["dropped"] += 1
                 continue
             self.stats["delivered"] += 1
+            if isinstance(msg, FetchSnapshotResponse) and msg.snapshot_id is not None:
+                self.stats["snapshot_installs"] = self.stats.get("snapshot_installs", 0) + 1
             self._send(dst, node.receive(msg, self.now))
             self._check()
         for v, n in self.nodes.items():
             if n is not None:
                 self._send(v, n.tick(self.now))
+                every = self.faults.snapshot_every
+                if every and n.high_watermark - n.log.start_offset >= every:
+                    self.snapshots = getattr(self, "snapshots", 0) + 1
+                    n.p.save_snapshot(n.high_watermark, n.log.epoch_at(n.high_watermark), tuple(history(n)))
+                    self._check()
         if self.faults.propose_every_ms and self.rng.random() < TICK_MS / self.faults.propose_every_ms:
             self._propose()
         self._ack()
@@ -205,3 +217,15 @@ class Sim:
         for payload, offset in self.acked.items():
             assert positions.get(payload) == [offset], (
                 f"seed {self.seed}: acknowledged {payload} at {offset}, committed at {positions.get(payload)}")
+
+
+def history(n: RaftNode) -> list[Entry]:
+    """The node's committed log from offset 0: its snapshot's state (the entries it summarizes, in the
+    simulation) and the committed entries after the log start."""
+    snap = n.p.snapshot
+    prefix: list[Entry] = []
+    if n.log.start_offset > 0:
+        assert snap is not None and snap[0] == n.log.start_offset, "a log start without its snapshot"
+        prefix = list(snap[2])
+        assert len(prefix) == snap[0]
+    return prefix + n.committed()
