@@ -97,6 +97,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     54: ApiEntry("quorum", 0, 1),  # EndQuorumEpoch
     55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
     56: ApiEntry("controller", 2, 3),  # AlterPartition (partition leaders' ISR changes)
+    59: ApiEntry("quorum", 0, 0),  # FetchSnapshot (KIP-630: a follower behind the leader's log start)
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     62: ApiEntry("controller", 0, 4),  # BrokerRegistration
     63: ApiEntry("controller", 0, 2),  # BrokerHeartbeat

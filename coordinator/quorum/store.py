@@ -128,7 +128,7 @@ class FileQuorumLog(QuorumLog):
         return entries, pos
 
     def append(self, entry: Entry) -> int:
-        offset = len(self.entries)
+        offset = self.end_offset
         self.extend((entry,))
         return offset
 
@@ -164,6 +164,13 @@ class FileQuorumLog(QuorumLog):
         del self._offsets[i:]
         os.ftruncate(self._fd, self._size)
         os.fsync(self._fd)
+
+    def bytes_between(self, start: int, end: int) -> int:
+        """Bytes the entries in [start, end) take in the file (the snapshot trigger)."""
+        def pos(offset: int) -> int:
+            i = offset - self.start_offset
+            return self._offsets[i] if i < len(self._offsets) else self._size
+        return pos(end) - pos(start)
 
     def drop_prefix(self, offset: int) -> None:
         """Rewrite the file as header + the entries from `offset` on (temp file, rename): a crash leaves
@@ -230,14 +237,17 @@ class FilePersistentState(PersistentState):
             raise ValueError(f"{directory}: the log starts at {log.start_offset} but no snapshot checks")
 
     def save_snapshot(self, offset: int, epoch: int, state: Any, drop_prefix: bool = True) -> None:
+        """(A file of that name already there was written by the caller — complete, as atomic_write.)"""
         previous = self.snapshot
-        write_snapshot(self.directory, offset, epoch, state)
+        if not (self.directory / snapshot_name(offset, epoch)).exists():
+            write_snapshot(self.directory, offset, epoch, state)
         super().save_snapshot(offset, epoch, state, drop_prefix)
         self._remove_older(previous, offset)
 
     def install_snapshot(self, offset: int, epoch: int, state: Any) -> None:
         previous = self.snapshot
-        write_snapshot(self.directory, offset, epoch, state)
+        if not (self.directory / snapshot_name(offset, epoch)).exists():
+            write_snapshot(self.directory, offset, epoch, state)
         super().install_snapshot(offset, epoch, state)
         self._remove_older(previous, offset)
 
@@ -256,4 +266,5 @@ class FilePersistentState(PersistentState):
         self.log.close()  # type: ignore[attr-defined]
 
 
-__all__ = ["FilePersistentState", "FileQuorumLog", "LEADER_CHANGE"]
+__all__ = ["FilePersistentState", "FileQuorumLog", "LEADER_CHANGE", "load_snapshot", "snapshot_name",
+           "write_snapshot"]

@@ -173,3 +173,11 @@ def test_a_restarted_node_with_a_snapshot_starts_its_high_watermark_there(tmp_pa
     n = RaftNode(1, (1, 2, 3), FilePersistentState(tmp_path), RaftConfig())
     assert n.high_watermark == 5 and n.committed() == []
     n.p.close()
+
+
+def test_append_after_a_snapshot_returns_the_absolute_offset(tmp_path):
+    p = FilePersistentState(tmp_path)
+    p.log.extend(entries(6))
+    p.save_snapshot(5, 2, ["s"])
+    assert p.log.append(Entry(3, "x")) == 7 and p.log.entry_at(7) == Entry(3, "x")
+    p.close()
