@@ -10,6 +10,8 @@ clients proposing to whoever is leader. Invariant checks run after every step:
 With `snapshot_every` > 0 each node on its own snapshots its committed log (KIP-630) whenever that many
 committed entries follow its log start, and drops the prefix; a lagging follower then installs the
 leader's snapshot (FetchSnapshot). A node's committed history is then its snapshot + its committed suffix.
+`crash_mid_install` is the chance that a node crashes after its installed snapshot is durable but before
+its log was reset (it recovers on boot as the file store does on open: PersistentState.recover).
 """
 from __future__ import annotations
 
@@ -23,6 +25,22 @@ from minikafka.coordinator.quorum.raft import LEADER, FetchSnapshotResponse, Mes
 TICK_MS = 10
 
 
+class Crash(Exception):
+    """A simulated crash in the middle of a durable step."""
+
+
+class SimState(PersistentState):
+    """In-memory persistent state that may crash between an installed snapshot and the log reset."""
+    crash_chance = 0.0
+    rng = random.Random(0)
+
+    def install_snapshot(self, offset, epoch, state) -> None:
+        if self.crash_chance and self.rng.random() < self.crash_chance:
+            self.snapshot = (offset, epoch, state)  # durable; the log not yet reset
+            raise Crash()
+        super().install_snapshot(offset, epoch, state)
+
+
 @dataclass
 class Faults:
     drop: float = 0.05          # per message
@@ -33,6 +51,7 @@ class Faults:
     cut_ms: tuple[int, int] = (500, 5000)
     propose_every_ms: int = 50
     snapshot_every: int = 0     # committed entries past the log start that make a node snapshot (0: never)
+    crash_mid_install: float = 0.0
 
 
 @dataclass
@@ -46,7 +65,9 @@ class Sim:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.now = 0
-        self.persistent = {v: PersistentState() for v in self.voters}
+        self.persistent = {v: SimState() for v in self.voters}
+        for state in self.persistent.values():
+            state.rng = random.Random(self.rng.random())
         self.nodes: dict[int, RaftNode | None] = {v: self._boot(v) for v in self.voters}
         self.down_until: dict[int, int] = {}
         self.isolated: dict[int, int] = {}  # node -> until
@@ -61,6 +82,7 @@ class Sim:
         self.stats = {"crashes": 0, "cuts": 0, "elections": 0, "delivered": 0, "dropped": 0}
 
     def _boot(self, v: int) -> RaftNode:
+        self.persistent[v].recover()
         return RaftNode(v, self.voters, self.persistent[v], self.config, random.Random(self.rng.random()), self.now)
 
     # -- network ------------------------------------------------------------------------------------------
@@ -150,9 +172,17 @@ class Sim:
                 self.stats["dropped"] += 1
                 continue
             self.stats["delivered"] += 1
+            self.persistent[dst].crash_chance = self.faults.crash_mid_install
+            try:
+                out = node.receive(msg, self.now)
+            except Crash:
+                self.nodes[dst] = None
+                self.down_until[dst] = self.now + self.rng.randint(*self.faults.down_ms)
+                self.stats["crashes_mid_install"] = self.stats.get("crashes_mid_install", 0) + 1
+                continue
             if isinstance(msg, FetchSnapshotResponse) and msg.snapshot_id is not None:
                 self.stats["snapshot_installs"] = self.stats.get("snapshot_installs", 0) + 1
-            self._send(dst, node.receive(msg, self.now))
+            self._send(dst, out)
             self._check()
         for v, n in self.nodes.items():
             if n is not None:

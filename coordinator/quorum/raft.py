@@ -135,6 +135,19 @@ class PersistentState:
         self.snapshot = (offset, epoch, state)
         self.log.reset_to(offset, epoch)
 
+    def recover(self) -> None:
+        """On open after a crash: make the log continue the newest snapshot — a crash between writing a
+        snapshot and dropping the prefix leaves the prefix (cut now), one mid-install leaves a log that
+        does not reach the snapshot or disagrees with its epoch (replaced by an empty one there)."""
+        if self.snapshot is None:
+            return
+        offset, epoch, _state = self.snapshot
+        log = self.log
+        if log.start_offset <= offset <= log.end_offset and log.epoch_at(offset) == epoch:
+            log.drop_prefix(offset)
+        else:
+            log.reset_to(offset, epoch)
+
 
 @dataclass(frozen=True)
 class RaftConfig:

@@ -229,10 +229,7 @@ class FilePersistentState(PersistentState):
                 path.unlink()  # torn: written after the last one that checks, so that one covers the log
                 continue
             self.snapshot = (offset, snap_epoch, state)
-            if log.start_offset <= offset <= log.end_offset and log.epoch_at(offset) == snap_epoch:
-                log.drop_prefix(offset)  # finishes a removal a crash interrupted (no-op if done)
-            else:
-                log.reset_to(offset, snap_epoch)  # a crash mid-install: the log does not continue it
+            self.recover()
         if self.snapshot is None and log.start_offset > 0:
             raise ValueError(f"{directory}: the log starts at {log.start_offset} but no snapshot checks")
 

@@ -255,18 +255,19 @@ def test_tick_before_next_wakeup_does_nothing():
 def test_simulation_with_snapshots_keeps_every_invariant():
     """KIP-630: every node snapshots its committed log on its own and drops the prefix; followers that
     were down or cut off past the leader's log start install its snapshot (FetchSnapshot) and go on from
-    its end. The committed history (snapshot + committed suffix) stays identical on every node."""
-    installs = snapshots = 0
+    its end; some crash mid-install (snapshot durable, log not reset) and recover on boot. The committed history (snapshot + committed suffix) stays identical on every node."""
+    installs = snapshots = mid_install = 0
     for seed in range(max(SEEDS // 2, 4)):
-        sim = Sim(seed, faults=Faults(snapshot_every=20, down_ms=(2000, 6000)))
+        sim = Sim(seed, faults=Faults(snapshot_every=20, down_ms=(2000, 6000), crash_mid_install=0.2))
         sim.run(SIM_MS)
         sim.settle()
         sim.check_acknowledged()
         installs += sim.stats.get("snapshot_installs", 0)
+        mid_install += sim.stats.get("crashes_mid_install", 0)
         snapshots += getattr(sim, "snapshots", 0)
         for n in sim.nodes.values():
             assert n is not None and n.log.start_offset > 0
-    assert snapshots > 0 and installs > 0, (snapshots, installs)
+    assert snapshots > 0 and installs > 0 and mid_install > 0, (snapshots, installs, mid_install)
 
 
 def test_fetch_below_the_log_start_gets_the_snapshot():
