@@ -217,7 +217,7 @@ class FilePersistentState(PersistentState):
             pass
         log = FileQuorumLog(directory / LOG_FILE)
         super().__init__(epoch, voted_for, log)
-        for tmp in directory.glob("*.tmp"):
+        for tmp in [*directory.glob("*.tmp"), *directory.glob("*.download")]:  # a crash mid-write / mid-download
             tmp.unlink()
         for offset, snap_epoch, path in read_snapshots(directory):
             if self.snapshot is not None:
