@@ -5,6 +5,7 @@ offset-mismatch and unexpected counts).
 
     .venv/bin/python -m bench.jepsen --seconds 300 --seed 7      # `make soak` runs a longer one
     .venv/bin/python -m bench.jepsen --seconds 20 --json         # CI's budget (tests/integration/test_cluster_jepsen.py)
+    .venv/bin/python -m bench.jepsen --against kafka --seconds 120  # the same run against three Apache Kafka nodes
 
 Workload: an idempotent confluent-kafka producer (acks=all) writes "i:<seq>" round-robin to 3 partitions
 of `jepsen` (replication factor 3, min.insync.replicas 2); a transactional producer writes transactions
@@ -235,10 +236,22 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--against", choices=("minikafka", "kafka"), default="minikafka",
+                    help="kafka: the same run against a three-node Apache Kafka (scripts/apache_kafka.py)")
     args = ap.parse_args()
-    from minikafka.testing import MiniKafkaCluster
-    with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60) as cluster:
-        report, facts = run(cluster, args.seconds, args.seed, log=lambda s: print(s, file=sys.stderr))
+    say = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    if args.against == "kafka":
+        from scripts.apache_kafka import KafkaCluster
+        cluster = KafkaCluster(3, heap="384m", overrides={"min.insync.replicas": "2"}).start()
+        try:
+            report, facts = run(cluster, args.seconds, args.seed, log=say)
+        finally:
+            cluster.stop()
+            cluster.cleanup()
+    else:
+        from minikafka.testing import MiniKafkaCluster
+        with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60) as cluster:
+            report, facts = run(cluster, args.seconds, args.seed, log=say)
     result = {**facts, **report.counts(), "ok": report.ok, "examples": dict(report.examples)}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
     sys.exit(0 if report.ok else 1)

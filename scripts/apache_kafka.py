@@ -394,6 +394,9 @@ class KafkaBroker:
         self.listener_ports: dict[str, int] = {}
         self.format_args: list[str] = []  # extra `kafka-storage format` args, e.g. ["--add-scram", "..."]
         self._log_fh = None
+        # PDEATHSIG: the JVM gets SIGTERM when the *thread* that spawned it ends; nodes restarted from a
+        # worker thread (KafkaCluster under a nemesis) turn it off and are stopped by their owner instead
+        self.die_with_parent = True
 
     # paths ---------------------------------------------------------------------------------------
     @property
@@ -505,7 +508,7 @@ class KafkaBroker:
             [java, f"-Xmx{self.heap}", *SERVER_JVM_OPTS[1:], *common, "kafka.Kafka", str(self.config_path)],
             stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             cwd=self.work_dir, start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            preexec_fn=_die_with_parent if self.die_with_parent and sys.platform.startswith("linux") else None)
         if wait:
             self.wait_ready(t0, timeout)
         return self
@@ -593,10 +596,13 @@ class KafkaCluster:
         self.ports = {n: free_port() for n in self.ids}
         for n in self.ids:
             b = KafkaBroker(version, self.work_dir / f"node{n}", heap)
+            b.die_with_parent = False  # restarted from any thread; stop()/atexit end them
             b.cluster_id = self.cluster_id
             b.controller_port = free_port()
             self.nodes[n] = b
         voters = ",".join(f"{n}@127.0.0.1:{b.controller_port}" for n, b in self.nodes.items())
+        import atexit
+        atexit.register(self.kill_all)
         rf, isr = str(min(3, size)), str(min(2, size))
         self.overrides = {"controller.quorum.voters": voters, "default.replication.factor": rf,
                           "offsets.topic.replication.factor": rf, "transaction.state.log.replication.factor": rf,
@@ -607,7 +613,27 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in self.ids)
 
+    bootstrap_servers = bootstrap  # the name minikafka.testing.MiniKafkaCluster uses (bench/jepsen.py drives both)
+
+    def pause(self, n: int) -> None:
+        """SIGSTOP the node's JVM (a frozen, not a dead, broker)."""
+        if self.nodes[n].alive():
+            os.kill(self.nodes[n].proc.pid, signal.SIGSTOP)
+
+    def resume(self, n: int) -> None:
+        if self.nodes[n].alive():
+            os.kill(self.nodes[n].proc.pid, signal.SIGCONT)
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = -1,
+                     config: dict[str, str] | None = None) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, partitions, replication_factor, config=dict(config or {}))])[name].result(60)
+
     def start_node(self, n: int, timeout: float = 90.0, wait: bool = True) -> None:
+        """Start node n unless it runs (as MiniKafkaCluster.start_node)."""
+        if self.nodes[n].alive():
+            return
         self.nodes[n].start(port=self.ports[n], overrides={"node.id": str(n), **self.overrides}, timeout=timeout,
                             wait=wait)
 
@@ -622,9 +648,16 @@ class KafkaCluster:
         return self
 
     def kill(self, n: int) -> None:
+        self.resume(n)
         self.nodes[n].kill()
 
+    def kill_all(self) -> None:
+        for n in self.ids:
+            self.kill(n)
+
     def stop(self) -> None:
+        for n in self.ids:
+            self.resume(n)
         for b in self.nodes.values():
             b.stop()
 

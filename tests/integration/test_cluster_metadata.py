@@ -173,7 +173,7 @@ def test_a_paused_old_controller_cannot_commit_a_decision(cluster):
     resp = cl.recv(CreateTopicsResponse, 7)
     cl.close()
     assert resp.topics[0].error_code == 41  # NOT_CONTROLLER: the old controller's decision was never committed
-    time.sleep(1.0)
+    time.sleep(1.0)  # a negative check: give a wrongly committed topic the time to show up anywhere
     for n in cluster.ids:
         assert partitions(cluster, n, name) == {}, f"node {n} has the topic the stale controller decided"
 

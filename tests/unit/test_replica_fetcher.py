@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.broker.server import Broker
-from minikafka.storage.partition_log import PartitionLog
 from tests.unit.test_fetch_encoding import batch
 from tests.unit.test_replica_manager import FakeCluster, Partition
 
-pytestmark = pytest.mark.skipif(not hasattr(PartitionLog, "append_as_follower"),
-                                reason="storage without append_as_follower (i16-store)")
 
 
 async def _brokers(tmp_path, n=2):

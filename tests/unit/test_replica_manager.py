@@ -198,8 +198,6 @@ def test_fetch_handler_on_a_leader(node, monkeypatch):
     state, cluster, _sent = node
     monkeypatch.setattr("minikafka.broker.replication.fetcher.Fetcher", NoFetcher)
     plog = state.catalog.partition_log("t", 0)
-    if not hasattr(plog, "update_high_watermark"):
-        pytest.skip("storage without a replicated high watermark (i16-store)")
     diverging = {}
     monkeypatch.setattr(type(plog), "diverging_epoch",
                         lambda self, epoch, offset: diverging.get((epoch, offset)), raising=False)
