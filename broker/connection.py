@@ -82,6 +82,7 @@ CANCEL_ON_DISCONNECT = frozenset({1})
 
 # reading states
 _HEADER, _WAIT_POOL, _BODY, _SIZE_PENDING = range(4)
+_API_VERSIONS_KEY = b"\x00\x12"  # api key 18, the first two bytes of a request frame
 
 
 class CloseConnection(Exception):
@@ -185,6 +186,12 @@ class Connection(asyncio.BufferedProtocol):
         # a controller listener (KRaft combined mode) serves registry.CONTROLLER_API_TABLE only
         self.controller = state is not None and listener in getattr(state.config, "controller_listener_names", ())
         self.quorum = state is not None and getattr(state.config, "quorum", None) is not None
+        # a cluster node serves its broker listeners only once it has caught up with the metadata log
+        # (Kafka enables request processing after the initial catch-up): no answers from a stale image.
+        # ApiVersions is answered at once (it carries no metadata; readiness probes use it).
+        cluster = getattr(state, "cluster", None) if self.quorum and not self.controller else None
+        self._start_gate: asyncio.Event | None = (
+            cluster.caught_up_once if cluster is not None and not cluster.caught_up_once.is_set() else None)
         self.pool = registry.pool
         self.max_request = registry.max_request
         self.loop = asyncio.get_running_loop()
@@ -441,6 +448,8 @@ class Connection(asyncio.BufferedProtocol):
         response = None
         try:
             try:
+                if self._start_gate is not None:
+                    await self._wait_for_metadata(frame)
                 response = await self.dispatch(frame)
             finally:
                 del frame
@@ -478,6 +487,14 @@ class Connection(asyncio.BufferedProtocol):
                 _close_slices(response)
             self.task = None
         self._unmute()
+
+    async def _wait_for_metadata(self, frame: bytearray) -> None:
+        gate = self._start_gate
+        assert gate is not None
+        if not gate.is_set() and frame[:2] != _API_VERSIONS_KEY:
+            await gate.wait()
+        if gate.is_set():
+            self._start_gate = None
 
     async def dispatch(self, frame: bytes | bytearray) -> tuple[Any, ...] | None:
         """The response frame as parts to write in order (bytes-like, or an `EncodedBody` after

@@ -196,7 +196,7 @@ class CoordinatorFailover:
             resp = await peer.request(req, VERIFY_VERSION, AddPartitionsToTxnResponse)
         except PeerError as exc:
             log.info("verifying %s with node %d failed: %s", transactional_id, node_id, exc)
-            return NOT_COORDINATOR
+            return ke.NetworkExceptionError.errno  # as Kafka's AddPartitionsToTxnManager on a disconnect
         if resp.error_code:
             return resp.error_code
         for r in resp.results_by_transaction:

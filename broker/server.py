@@ -83,9 +83,13 @@ class Broker:
             if tls is not None:
                 from .tls import tls_protocol_factory
                 factory = tls_protocol_factory(loop, factory, tls, self.config.ssl_handshake_timeout_ms / 1000)
-            server = await loop.create_server(factory,
-                                              listener.host or None, listener.port,
-                                              reuse_address=True, backlog=1024, start_serving=False)
+            try:
+                server = await loop.create_server(factory,
+                                                  listener.host or None, listener.port,
+                                                  reuse_address=True, backlog=1024, start_serving=False)
+            except OSError as exc:  # Kafka: "Socket server failed to bind to host:port: <reason>."
+                raise StartupError(f"Socket server failed to bind to {listener.host or '0.0.0.0'}:{listener.port}: "
+                                   f"{os.strerror(exc.errno) if exc.errno else exc}.") from None
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound_ports.append(port)

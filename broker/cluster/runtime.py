@@ -202,6 +202,18 @@ class ClusterRuntime:
         if self._dirty:
             self._schedule_flush()
 
+    async def _open_once_followed(self) -> None:
+        """Unfenced for the first time: strays removed and every record applied so far followed by the
+        local partitions and the listeners, then `caught_up_once` (Kafka: the metadata publishers have
+        caught up before request processing starts). A task of its own: heartbeats go on meanwhile."""
+        await self._remove_strays()
+        while self._dirty or self._pending_changed or self._pending_deleted or self._late or \
+                (self._flush_task is not None and not self._flush_task.done()):
+            self._schedule_flush()
+            if self._flush_task is not None:
+                await asyncio.wait({self._flush_task})
+        self.caught_up_once.set()
+
     async def wait_for_topic(self, name: str, timeout_s: float, present: bool = True) -> bool:
         """Wait until the local view has (or no longer has) topic `name`."""
         deadline = time.monotonic() + timeout_s
@@ -338,9 +350,9 @@ class ClusterRuntime:
                 if self.fenced != resp.is_fenced:
                     log.info("cluster: broker %d is %s", self.node_id, "fenced" if resp.is_fenced else "unfenced")
                 self.fenced = resp.is_fenced
-                if not resp.is_fenced and not self.caught_up_once.is_set():
-                    self.caught_up_once.set()
-                    await self._remove_strays()
+                if not resp.is_fenced and not self.caught_up_once.is_set() and len(self._tasks) == 1:
+                    self._tasks.append(asyncio.get_running_loop().create_task(
+                        self._open_once_followed(), name="broker-caught-up"))
                 if self._want_shut_down and resp.should_shut_down:
                     log.info("cluster: controlled shutdown: the controller moved this broker's leaderships away")
                     self._should_shut_down.set()

@@ -39,7 +39,8 @@ TRANSACTION_ABORTABLE = ke.TransactionAbortableError.errno
 CONCURRENT_TRANSACTIONS = ke.ConcurrentTransactionsError.errno
 NOT_ENOUGH_REPLICAS = ke.NotEnoughReplicasError.errno
 # coordinator errors a producer would not retry on Produce: Kafka answers NOT_ENOUGH_REPLICAS instead
-_RETRIABLE_VERIFICATION = frozenset({CONCURRENT_TRANSACTIONS, ke.CoordinatorLoadInProgressError.errno,
+NETWORK_EXCEPTION = ke.NetworkExceptionError.errno  # the transaction coordinator could not be asked
+_RETRIABLE_VERIFICATION = frozenset({CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, ke.CoordinatorLoadInProgressError.errno,
                                      ke.CoordinatorNotAvailableError.errno, ke.NotCoordinatorError.errno})
 ABORTABLE_PRODUCE_VERSION = 11  # TRANSACTION_ABORTABLE (KIP-890)
 IMPLICIT_ADD_PRODUCE_VERSION = 12  # Kafka adds the partition to the transaction itself
@@ -79,5 +80,5 @@ async def verify_transactional_produce(state: BrokerState, transactional_id: str
     if code in _RETRIABLE_VERIFICATION and not (code == CONCURRENT_TRANSACTIONS
                                                 and version >= IMPLICIT_ADD_PRODUCE_VERSION):
         return NOT_ENOUGH_REPLICAS, ("Unable to verify the partition has been added to the transaction. "
-                                     f"Underlying error: {ke.for_code(code).__name__}")
+                                     f"Underlying error: {ke.for_code(code).message}")
     return code, None

@@ -36,6 +36,8 @@ def _verification_error(code: int, version: int) -> int:
         return INVALID_PRODUCER_EPOCH
     if code == TRANSACTION_ABORTABLE and version < ABORTABLE_SINCE:
         return ke.InvalidTxnStateError.errno
+    if code == ke.NetworkExceptionError.errno:  # Kafka: retried by every client, without a coordinator lookup
+        return ke.CoordinatorLoadInProgressError.errno
     return code
 
 

@@ -188,9 +188,10 @@ class Controller:
                 raise ControllerError(INVALID_REPLICATION_FACTOR,
                                       "Replication factor must be larger than 0, or -1 to use the default value.")
             try:
-                plan = place(self.image.live_brokers(), partitions, replication_factor, rng=self.rng)
+                plan = place(self.image.usable_brokers(), partitions, replication_factor, rng=self.rng)
             except PlacementError as exc:
-                raise ControllerError(INVALID_REPLICATION_FACTOR, str(exc)) from None
+                raise ControllerError(INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition "
+                                      f"{replication_factor} time(s): {exc}") from None
         topic_id = str(uuid.uuid4())
         if validate_only:
             return topic_id, plan
@@ -249,7 +250,7 @@ class Controller:
             plan = self._check_assignments({have + i: a for i, a in enumerate(assignments)}, have)
         else:
             try:
-                plan = place(self.image.live_brokers(), count - have, rf, start_partition=have, rng=self.rng)
+                plan = place(self.image.usable_brokers(), count - have, rf, start_partition=have, rng=self.rng)
             except PlacementError as exc:
                 raise ControllerError(INVALID_REPLICATION_FACTOR, str(exc)) from None
         if validate_only:

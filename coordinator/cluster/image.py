@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import records as r
+from .placement import UsableBroker
 
 NO_LEADER = -1
 
@@ -71,9 +72,11 @@ class MetadataImage:
     def topic_by_id(self, topic_id: bytes | str | uuid.UUID) -> TopicImage | None:
         return self.topics_by_id.get(_id_bytes(topic_id))
 
-    def live_brokers(self) -> list[int]:
-        """Unfenced brokers not shutting down, by id: where replicas and leaders may go."""
-        return sorted(b.id for b in self.brokers.values() if not b.fenced and not b.in_controlled_shutdown)
+    def usable_brokers(self) -> list[UsableBroker]:
+        """Registered brokers not shutting down, with rack and fencing: where replicas may be placed
+        (Kafka's usableBrokers; a fenced one never leads a new partition)."""
+        return [UsableBroker(b.id, b.rack, b.fenced) for b in sorted(self.brokers.values(), key=lambda b: b.id)
+                if not b.in_controlled_shutdown]
 
     def copy(self) -> "MetadataImage":
         """An independent image (PartitionInfo/BrokerInfo are immutable, the containers are copied)."""

@@ -3,6 +3,11 @@ request in flight, kafka.protocol for encoding. Any failure (refused, reset, tim
 does not decode or answers another correlation id) closes the connection and raises PeerError; the
 next request reconnects, but not before a backoff that doubles per consecutive failure (from
 `retry_backoff_s` up to `max_backoff_s`) has passed since the last failure.
+
+A pooled connection the peer has closed (it restarted, or dropped an idle connection) is not a failure
+of the request: one already at EOF is replaced before sending, and one that ends before the first byte
+of the answer is retried once on a fresh connection (the old peer never answered, so it was not there
+to act on the request).
 """
 from __future__ import annotations
 
@@ -48,6 +53,19 @@ class PeerClient:
             return resp
 
     async def _roundtrip(self, req: Any, version: int, response_class: type) -> Any:
+        reused = self._writer is not None
+        if reused and (self._writer.is_closing() or self._reader.at_eof()):  # type: ignore[union-attr]
+            self.close()
+            reused = False
+        try:
+            return await self._exchange(req, version, response_class)
+        except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
+            if not reused or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
+                raise
+        self.close()  # the peer closed the pooled connection before answering: once more, freshly
+        return await self._exchange(req, version, response_class)
+
+    async def _exchange(self, req: Any, version: int, response_class: type) -> Any:
         if self._writer is None:
             wait = self._backoff_left()
             if wait > 0:

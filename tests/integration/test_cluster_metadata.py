@@ -149,6 +149,12 @@ def test_kill_9_of_the_controller_node(cluster):
                what="the new topic led by live brokers")
     # the killed node comes back: registers again and is unfenced (the ISR grows back through its leaders)
     cluster.restart(victim)
+    # its first Metadata answer already knows the topic created while it was down: a node serves its
+    # broker listener once caught up with the metadata log (Kafka: request processing starts after the
+    # initial catch-up), never from the image it had when it died
+    with RawClient(cluster.nodes[victim].bootstrap, timeout=15) as cl:
+        first = metadata_raw(cl, ["after-failover"], version=12).topics[0]
+    assert first.error_code == 0 and len(first.partitions) == 2, first
     wait_until(lambda: all(brokers(cluster, n) == {1, 2, 3} for n in cluster.ids), timeout=15,
                what="the restarted broker unfenced")
     assert all(v[0] in rest for v in partitions(cluster, victim, "events").values())
@@ -249,7 +255,6 @@ def test_controlled_shutdown_then_preferred_leader_election(cluster):
     """SIGTERM: the controller moves the node's leaderships away before it stops (not after the session
     timeout); back, and in the ISR again, `kafka-leader-election --election-type PREFERRED` gives the
     partition back to its first replica."""
-    from minikafka.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
     created = create(cluster.nodes[1].bootstrap, "pref", 3, 3)
     assert created.error_code == 0
     controller, _ = cluster.agreed_leader(cluster.ids)
@@ -262,23 +267,10 @@ def test_controlled_shutdown_then_preferred_leader_election(cluster):
     assert all(after[p][0] not in (node, -1) and node not in after[p][3] for p in led)
     cluster.restart(node)
     wait_until(lambda: node in brokers(cluster, controller), timeout=15, what="the node unfenced again")
-    # the partition's leader takes the node back into the ISR (minikafka's replica manager does this
-    # itself once it runs; here, if it has not, the leader's AlterPartition is sent by hand)
+    # the partition's leader takes the node back into the ISR once it has caught up (AlterPartition)
     p0 = led[0]
-    leader, leader_epoch, replicas, isr, _ = partitions(cluster, controller, "pref")[p0]
-    if node not in isr:
-        P = AlterPartitionRequest.TopicData.PartitionData
-        for partition_epoch in range(10):  # not in Metadata: found by trying (INVALID_UPDATE_VERSION otherwise)
-            req = AlterPartitionRequest(broker_id=leader, broker_epoch=-1, topics=[AlterPartitionRequest.TopicData(
-                topic_id=created.topic_id, partitions=[P(partition_index=p0, leader_epoch=leader_epoch,
-                                                         new_isr_with_epochs=[P.BrokerState(broker_id=b, broker_epoch=-1)
-                                                                              for b in (*isr, node)],
-                                                         leader_recovery_state=0, partition_epoch=partition_epoch)])])
-            with RawClient(f"127.0.0.1:{cluster.controller_ports[controller]}") as cl:
-                code = cl.request(req, 3, AlterPartitionResponse).topics[0].partitions[0].error_code
-            if code != 95:
-                break
-        assert code == 0
+    wait_until(lambda: node in partitions(cluster, controller, "pref")[p0][3], timeout=15,
+               what="the returned node back in the ISR")
     sys.path.insert(0, str(ROOT))
     from scripts import apache_kafka as lab
     lab.fetch()
@@ -289,3 +281,37 @@ def test_controlled_shutdown_then_preferred_leader_election(cluster):
         in res.stdout, res.stdout + res.stderr[-2000:]
     wait_until(lambda: all(partitions(cluster, n, "pref")[p0][0] == node for n in cluster.ids),
                what="the preferred replica leads again everywhere")
+
+
+def test_placement_spreads_over_racks_and_uses_a_fenced_broker_as_follower(tmp_path):
+    """broker.rack a, a, b: every RF-2 partition has a replica in each rack, and Metadata shows the
+    racks. A killed (fenced, still registered) broker gets follower replicas of a topic created while it
+    is down (Kafka's StripedReplicaPlacer: RF 3 is accepted, the ISR holds the live two), never a
+    leadership; back, it joins those ISRs."""
+    c = Cluster(tmp_path, config=CONFIG)
+    racks = {1: "rack-a", 2: "rack-a", 3: "rack-b"}
+    for n, rack in racks.items():
+        c.nodes[n].config["broker.rack"] = rack
+    c.start()
+    try:
+        wait_until(lambda: all(len(brokers(c, n)) == 3 for n in c.ids), timeout=15, what="three brokers registered")
+        with RawClient(c.nodes[2].bootstrap, timeout=3) as cl:
+            assert {b.node_id: b.rack for b in metadata_raw(cl).brokers} == racks
+        assert create(c.nodes[1].bootstrap, "spread", 6, 2).error_code == 0
+        spread = wait_until(lambda: (lambda v: v if len(v) == 6 else None)(partitions(c, 1, "spread")))
+        assert all(3 in v[2] and ({1, 2} & set(v[2])) for v in spread.values()), spread
+        c.kill(1)
+        wait_until(lambda: brokers(c, 2) == {2, 3}, timeout=10, what="the killed broker fenced")
+        made = create(c.nodes[2].bootstrap, "while-down", 4, 3)
+        assert made.error_code == 0, made
+        down = wait_until(lambda: (lambda v: v if len(v) == 4 else None)(partitions(c, 3, "while-down")))
+        for leader, _epoch, replicas, isr, offline in down.values():
+            assert sorted(replicas) == [1, 2, 3] and leader in (2, 3) and sorted(isr) == [2, 3] and offline == (1,)
+        c.restart(1)
+        wait_until(lambda: all(sorted(v[3]) == [1, 2, 3] for v in partitions(c, 3, "while-down").values()),
+                   timeout=20, what="the returned broker in the ISR of the topic made while it was down")
+    finally:
+        for n in c.ids:
+            if c.nodes[n].pid is not None:
+                c.kill(n)
+        c.stop()

@@ -201,6 +201,17 @@ def test_listener_off_by_default_and_bind_failure_is_clear(broker_factory):
     assert "minikafka.metrics.listener must be http://HOST:PORT" in str(err.value)
 
 
+def test_a_taken_broker_port_is_one_clear_line_as_kafka_says_it(broker_factory):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError) as err:
+            broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+    assert f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use." in str(err.value)
+    assert "Traceback" not in str(err.value)
+
+
 def raw(port: int, data: bytes, timeout: float = 5.0) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)

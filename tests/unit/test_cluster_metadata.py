@@ -12,7 +12,7 @@ from minikafka.coordinator.cluster.controller import (DUPLICATE_BROKER_REGISTRAT
                                                       INVALID_UPDATE_VERSION, STALE_BROKER_EPOCH, Controller,
                                                       ControllerConfig, ControllerError)
 from minikafka.coordinator.cluster.image import NO_LEADER, MetadataImage
-from minikafka.coordinator.cluster.placement import PlacementError, place
+from minikafka.coordinator.cluster.placement import PlacementError, UsableBroker, place
 
 
 class Log:
@@ -43,15 +43,45 @@ def cluster(n: int = 3, session_ms: int = 1000):
     return c, log, epochs
 
 
-def test_placement_is_kafkas_rack_unaware_assignment():
-    # AdminUtils with fixed start index 0 over brokers 0..4, 10 partitions, RF 3 (Kafka's own unit test)
-    got = place([0, 1, 2, 3, 4], 10, 3, fixed_start=0)
-    assert got == {0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
-                   5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2]}
-    leaders = [v[0] for v in place([1, 2, 3], 6, 3, rng=random.Random(7)).values()]
-    assert sorted(leaders) == [1, 1, 2, 2, 3, 3]
-    with pytest.raises(PlacementError, match="only 2 broker"):
-        place([1, 2], 1, 3)
+def test_placement_stripes_leaders_and_replicas_over_brokers():
+    brokers = [UsableBroker(b) for b in (1, 2, 3)]
+    for seed in range(20):
+        plan = place(brokers, 6, 3, rng=random.Random(seed))
+        assert sorted(plan) == list(range(6))
+        assert all(sorted(replicas) == [1, 2, 3] for replicas in plan.values())
+        assert sorted(v[0] for v in plan.values()) == [1, 1, 2, 2, 3, 3]  # leaders spread evenly
+    plan = place([UsableBroker(b) for b in range(5)], 10, 2, start_partition=4, rng=random.Random(1))
+    assert sorted(plan) == list(range(4, 14)) and all(len(set(v)) == 2 for v in plan.values())
+    assert sorted(v[0] for v in plan.values()) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+
+
+def test_placement_is_rack_aware():
+    """Racks a (1, 2, 3) and b (4, 5, 6): every RF-2 partition has a replica in each rack, and the
+    leaders alternate between the racks; a third rack with one broker gets a replica of every RF-3 one."""
+    brokers = [UsableBroker(b, "a") for b in (1, 2, 3)] + [UsableBroker(b, "b") for b in (4, 5, 6)]
+    for seed in range(20):
+        plan = place(brokers, 12, 2, rng=random.Random(seed))
+        assert all({r <= 3 for r in v} == {True, False} for v in plan.values()), plan
+        assert sum(v[0] <= 3 for v in plan.values()) == 6
+    racked = brokers + [UsableBroker(7, "c")]
+    for seed in range(20):
+        plan = place(racked, 7, 3, rng=random.Random(seed))
+        assert all(7 in v and any(r <= 3 for r in v) and any(4 <= r <= 6 for r in v) for v in plan.values())
+
+
+def test_placement_uses_fenced_brokers_as_followers_only():
+    """Kafka places replicas on a registered but fenced broker (it rejoins the ISR when back), never
+    the leader; with every broker fenced, or RF above the registered brokers, nothing is placed."""
+    brokers = [UsableBroker(1), UsableBroker(2), UsableBroker(3, fenced=True)]
+    for seed in range(20):
+        plan = place(brokers, 6, 3, rng=random.Random(seed))
+        assert all(v[0] != 3 and sorted(v) == [1, 2, 3] for v in plan.values())
+    with pytest.raises(PlacementError, match="only 3 broker"):
+        place(brokers, 1, 4)
+    with pytest.raises(PlacementError, match="All brokers are currently fenced"):
+        place([UsableBroker(1, fenced=True)], 1, 1)
+    with pytest.raises(PlacementError, match="must be positive"):
+        place(brokers, 1, 0)
 
 
 def test_image_applies_records_and_bumps_epochs():
