@@ -80,6 +80,9 @@ class Sim:
         self.pending: dict[object, tuple[int, int, int]] = {}  # payload -> (leader, epoch, offset)
         self._next_payload = 0
         self.stats = {"crashes": 0, "cuts": 0, "elections": 0, "delivered": 0, "dropped": 0}
+        # one-way losses of one kind of message: (src, dst, message type) never arrives (a peer client that
+        # cannot get its requests answered while the other direction works)
+        self.lost: set[tuple[int, int, type]] = set()
 
     def _boot(self, v: int) -> RaftNode:
         self.persistent[v].recover()
@@ -168,7 +171,7 @@ class Sim:
         while self.queue and self.queue[0][0] <= self.now:
             _t, _s, src, dst, msg = heapq.heappop(self.queue)
             node = self.nodes.get(dst)
-            if node is None or not self._reachable(src, dst):
+            if node is None or not self._reachable(src, dst) or (src, dst, type(msg)) in self.lost:
                 self.stats["dropped"] += 1
                 continue
             self.stats["delivered"] += 1

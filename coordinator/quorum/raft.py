@@ -273,7 +273,13 @@ class RaftNode:
         if isinstance(msg, VoteResponse):
             return self._on_vote_response(msg, now)
         if isinstance(msg, BeginQuorumEpoch):
-            if msg.epoch > self.epoch or (msg.epoch == self.epoch and self.role != LEADER):
+            if self.role == FOLLOWER and msg.epoch == self.epoch and msg.leader == self.leader:
+                # a repeat (the leader has not seen this node fetch lately): fetch again now, but only the
+                # leader's answers to fetches prove the link works — the fetch timeout runs on (KRaft:
+                # no transition), so a follower whose fetches fail still times out and stands for election
+                self._fetch_inflight = False
+                self._next_fetch = min(self._next_fetch, now)
+            elif msg.epoch > self.epoch or (msg.epoch == self.epoch and self.role != LEADER):
                 self._become_follower(msg.epoch, msg.leader, now)
             return []
         if isinstance(msg, EndQuorumEpoch):
@@ -401,28 +407,41 @@ class RaftNode:
         self._fetch_inflight = False
         if resp.fenced:
             return []
-        self._deadline = now + self.config.fetch_timeout_ms
+        # the fetch timeout restarts only once the answer is applied: an answer that cannot be (it
+        # raises, or names a divergence that truncates nothing) does not keep this node following
         log = self.log
         if resp.snapshot_id is not None:
+            self._deadline = now + self.config.fetch_timeout_ms
             self._fetch_inflight = True  # no fetch while the snapshot comes (a lost answer: timeout)
             return [(self.leader, FetchSnapshotRequest(self.epoch, self.id, resp.snapshot_id))]
         if resp.diverging is not None:
             epoch, end = resp.diverging
             _, own_end = log.end_offset_for_epoch(epoch)
-            truncate_at = min(end, own_end)
+            truncate_at = max(min(end, own_end), log.start_offset)
             if truncate_at < self.high_watermark:
                 raise AssertionError(f"node {self.id}: truncation to {truncate_at} below the high watermark "
                                      f"{self.high_watermark}")
+            if truncate_at >= log.end_offset:
+                return []  # no progress: fetch again later (next_fetch), the fetch timeout runs on
             log.truncate_to(truncate_at)
+            self._deadline = now + self.config.fetch_timeout_ms
             self._next_fetch = now  # fetch again at once from the matching point
             return []
         if resp.base_offset != log.end_offset:
             return []  # an answer to an older fetch
         log.extend(resp.entries)
+        self._deadline = now + self.config.fetch_timeout_ms
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, log.end_offset))
         if resp.entries:
             self._next_fetch = now  # more may be waiting
         return []
+
+    def fetch_failed(self, now: int) -> None:
+        """The driver's Fetch got no answer (refused, timed out): fetch again after the fetch interval;
+        the fetch timeout runs on (only the leader's answers restart it)."""
+        if self.role == FOLLOWER and self._fetch_inflight:
+            self._fetch_inflight = False
+            self._next_fetch = now + self.config.fetch_interval_ms
 
     def _on_fetch_snapshot(self, req: FetchSnapshotRequest, now: int) -> Outgoing:
         if req.epoch > self.epoch:
