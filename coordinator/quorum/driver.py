@@ -384,6 +384,9 @@ class QuorumDriver:
                     await self._send(v, msg)
                 except PeerError as exc:
                     log.debug("metadata quorum: %s to node %d lost: %s", type(msg).__name__, v, exc)
+                    if isinstance(msg, (FetchRequest, FetchSnapshotRequest)) and msg.epoch == self.node.epoch:
+                        self.node.fetch_failed(_now_ms())  # fetch again soon; the fetch timeout runs on
+                        self._poke.set()
                 except asyncio.CancelledError:
                     raise
                 except Exception:
