@@ -2,8 +2,8 @@
 request in flight, kafka.protocol for encoding. Any failure (refused, reset, timeout, a response that
 does not decode or answers another correlation id) closes the connection and raises PeerError; the
 next request reconnects, but not before a backoff that doubles per consecutive failure (from
-`retry_backoff_s` up to `max_backoff_s`) has passed since the last failure — waited before the
-request's timeout starts, so a request sent right after a failure can still succeed.
+`retry_backoff_s` up to `max_backoff_s`) has passed since the last failure — waited inside the
+request's timeout but for at most half of it, so a request sent right after a failure can still succeed.
 
 A pooled connection the peer has closed (it restarted, or dropped an idle connection) is not a failure
 of the request: one already at EOF is replaced before sending, and one that ends before the first byte
@@ -41,13 +41,6 @@ class PeerClient:
 
     async def request(self, req: Any, version: int, response_class: type) -> Any:
         async with self._lock:
-            if self._writer is None:
-                # the reconnect backoff is waited before the request's own timeout starts: inside it, a
-                # backoff that reached the timeout failed every request to a peer that is back (each
-                # failure restarting the backoff), so a follower's fetches never got through (issue 16)
-                wait = self._backoff_left()
-                if wait > 0:
-                    await asyncio.sleep(wait)
             try:
                 resp = await asyncio.wait_for(self._roundtrip(req, version, response_class), self.request_timeout_s)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, PeerError) as exc:
@@ -75,6 +68,12 @@ class PeerClient:
 
     async def _exchange(self, req: Any, version: int, response_class: type) -> Any:
         if self._writer is None:
+            # at most half the request timeout: a backoff that had grown to the whole timeout failed
+            # every request to a peer that is back (each timeout restarting the backoff), so a
+            # follower's fetches to a restarted leader never got through (issue 16)
+            wait = min(self._backoff_left(), self.request_timeout_s / 2)
+            if wait > 0:
+                await asyncio.sleep(wait)
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         assert self._reader is not None and self._writer is not None
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF

@@ -83,7 +83,8 @@ def test_a_peer_that_closes_before_answering_gets_one_retry_on_a_fresh_connectio
 def test_a_peer_back_after_many_failures_answers_the_next_request() -> None:
     """Requests to a peer that is down fail until the reconnect backoff is at its maximum, which equals
     the request timeout; once the peer is back, a request sent right after the last failure is answered
-    (the backoff is waited outside the request timeout; inside it, every such request timed out)."""
+    (the backoff takes at most half the request timeout; when it took all of it, every such request
+    timed out)."""
     async def scenario() -> None:
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
