@@ -158,6 +158,8 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.bootstrap.servers": "",
     "controller.listener.names": "",
     "controller.quorum.fetch.timeout.ms": "2000",
+    "metadata.log.max.record.bytes.between.snapshots": "20971520",
+    "metadata.log.max.snapshot.interval.ms": "3600000",
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.election.backoff.max.ms": "1000",
     "controller.quorum.request.timeout.ms": "2000",
@@ -305,6 +307,9 @@ class QuorumConfig:
     election_backoff_max_ms: int
     request_timeout_ms: int
     retry_backoff_ms: int
+    # KIP-630 snapshots: Kafka's metadata.log.max.record.bytes.between.snapshots / .max.snapshot.interval.ms
+    snapshot_max_bytes: int = 20 * 1024 * 1024
+    snapshot_interval_ms: int = 3_600_000
 
 
 def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
@@ -351,7 +356,9 @@ def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
                                                                    "retry.backoff.ms")]
     if min(timeouts[:2] + timeouts[3:4]) <= 0 or min(timeouts) < 0:
         raise ConfigError("controller.quorum timeouts must be positive")
-    return QuorumConfig(voters, names, *timeouts)
+    return QuorumConfig(voters, names, *timeouts,
+                        snapshot_max_bytes=int(cfg.get("metadata.log.max.record.bytes.between.snapshots")),
+                        snapshot_interval_ms=int(cfg.get("metadata.log.max.snapshot.interval.ms")))
 
 
 class BrokerConfig:

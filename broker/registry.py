@@ -103,6 +103,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
     36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     56: ApiEntry("controller", 2, 3),  # AlterPartition (partition leaders' ISR changes)
+    59: ApiEntry("quorum", 0, 0),  # FetchSnapshot (KIP-630: a follower behind the leader's log start)
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     62: ApiEntry("controller", 0, 4),  # BrokerRegistration
     63: ApiEntry("controller", 0, 2),  # BrokerHeartbeat

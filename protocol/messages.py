@@ -9,7 +9,8 @@ from . import schemas
 __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
            "ConsumerGroupDescribeResponse", "VoteRequest", "VoteResponse", "BeginQuorumEpochRequest",
            "BeginQuorumEpochResponse", "EndQuorumEpochRequest", "EndQuorumEpochResponse",
-           "BrokerRegistrationRequest", "BrokerRegistrationResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "AlterPartitionRequest", "AlterPartitionResponse", "AllocateProducerIdsRequest", "AllocateProducerIdsResponse"]
+           "BrokerRegistrationRequest", "BrokerRegistrationResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "AlterPartitionRequest", "AlterPartitionResponse", "AllocateProducerIdsRequest", "AllocateProducerIdsResponse",
+           "FetchSnapshotRequest", "FetchSnapshotResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -81,4 +82,12 @@ class AllocateProducerIdsRequest(ApiMessage, load_json=schemas):
 
 
 class AllocateProducerIdsResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class FetchSnapshotRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class FetchSnapshotResponse(ApiMessage, load_json=schemas):
     pass

@@ -6,6 +6,12 @@ clients proposing to whoever is leader. Invariant checks run after every step:
 * committed entries never change and are the same prefix on every node;
 * a node's high watermark never moves back while it stays up;
 * every proposal acknowledged as committed is in the final committed log exactly once.
+
+With `snapshot_every` > 0 each node on its own snapshots its committed log (KIP-630) whenever that many
+committed entries follow its log start, and drops the prefix; a lagging follower then installs the
+leader's snapshot (FetchSnapshot). A node's committed history is then its snapshot + its committed suffix.
+`crash_mid_install` is the chance that a node crashes after its installed snapshot is durable but before
+its log was reset (it recovers on boot as the file store does on open: PersistentState.recover).
 """
 from __future__ import annotations
 
@@ -14,9 +20,25 @@ import random
 from dataclasses import dataclass, field
 
 from minikafka.coordinator.quorum.log import Entry
-from minikafka.coordinator.quorum.raft import LEADER, Message, PersistentState, RaftConfig, RaftNode
+from minikafka.coordinator.quorum.raft import LEADER, FetchSnapshotResponse, Message, PersistentState, RaftConfig, RaftNode
 
 TICK_MS = 10
+
+
+class Crash(Exception):
+    """A simulated crash in the middle of a durable step."""
+
+
+class SimState(PersistentState):
+    """In-memory persistent state that may crash between an installed snapshot and the log reset."""
+    crash_chance = 0.0
+    rng = random.Random(0)
+
+    def install_snapshot(self, offset, epoch, state) -> None:
+        if self.crash_chance and self.rng.random() < self.crash_chance:
+            self.snapshot = (offset, epoch, state)  # durable; the log not yet reset
+            raise Crash()
+        super().install_snapshot(offset, epoch, state)
 
 
 @dataclass
@@ -28,6 +50,8 @@ class Faults:
     cut_every_ms: int = 4000    # mean time between link cuts that isolate one node (0: none)
     cut_ms: tuple[int, int] = (500, 5000)
     propose_every_ms: int = 50
+    snapshot_every: int = 0     # committed entries past the log start that make a node snapshot (0: never)
+    crash_mid_install: float = 0.0
 
 
 @dataclass
@@ -41,7 +65,9 @@ class Sim:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.now = 0
-        self.persistent = {v: PersistentState() for v in self.voters}
+        self.persistent = {v: SimState() for v in self.voters}
+        for state in self.persistent.values():
+            state.rng = random.Random(self.rng.random())
         self.nodes: dict[int, RaftNode | None] = {v: self._boot(v) for v in self.voters}
         self.down_until: dict[int, int] = {}
         self.isolated: dict[int, int] = {}  # node -> until
@@ -54,8 +80,12 @@ class Sim:
         self.pending: dict[object, tuple[int, int, int]] = {}  # payload -> (leader, epoch, offset)
         self._next_payload = 0
         self.stats = {"crashes": 0, "cuts": 0, "elections": 0, "delivered": 0, "dropped": 0}
+        # one-way losses of one kind of message: (src, dst, message type) never arrives (a peer client that
+        # cannot get its requests answered while the other direction works)
+        self.lost: set[tuple[int, int, type]] = set()
 
     def _boot(self, v: int) -> RaftNode:
+        self.persistent[v].recover()
         return RaftNode(v, self.voters, self.persistent[v], self.config, random.Random(self.rng.random()), self.now)
 
     # -- network ------------------------------------------------------------------------------------------
@@ -114,7 +144,7 @@ class Sim:
                 del self.pending[payload]  # the client sees a failure (leader gone): not acknowledged
                 continue
             if n.high_watermark > offset:
-                assert n.log.entries[offset].payload == payload
+                assert history(n)[offset].payload == payload
                 self.acked[payload] = offset
                 del self.pending[payload]
 
@@ -128,7 +158,7 @@ class Sim:
                 assert other == v, f"seed {self.seed}: two leaders in epoch {n.epoch}: {other} and {v}"
             assert n.high_watermark >= self.hw_seen[v], f"seed {self.seed}: node {v} high watermark moved back"
             self.hw_seen[v] = n.high_watermark
-            mine = n.committed()
+            mine = history(n)
             common = min(len(mine), len(self.committed))
             assert mine[:common] == self.committed[:common], (
                 f"seed {self.seed}: node {v} committed log differs from the committed history")
@@ -141,15 +171,30 @@ class Sim:
         while self.queue and self.queue[0][0] <= self.now:
             _t, _s, src, dst, msg = heapq.heappop(self.queue)
             node = self.nodes.get(dst)
-            if node is None or not self._reachable(src, dst):
+            if node is None or not self._reachable(src, dst) or (src, dst, type(msg)) in self.lost:
                 self.stats["dropped"] += 1
                 continue
             self.stats["delivered"] += 1
-            self._send(dst, node.receive(msg, self.now))
+            self.persistent[dst].crash_chance = self.faults.crash_mid_install
+            try:
+                out = node.receive(msg, self.now)
+            except Crash:
+                self.nodes[dst] = None
+                self.down_until[dst] = self.now + self.rng.randint(*self.faults.down_ms)
+                self.stats["crashes_mid_install"] = self.stats.get("crashes_mid_install", 0) + 1
+                continue
+            if isinstance(msg, FetchSnapshotResponse) and msg.snapshot_id is not None:
+                self.stats["snapshot_installs"] = self.stats.get("snapshot_installs", 0) + 1
+            self._send(dst, out)
             self._check()
         for v, n in self.nodes.items():
             if n is not None:
                 self._send(v, n.tick(self.now))
+                every = self.faults.snapshot_every
+                if every and n.high_watermark - n.log.start_offset >= every:
+                    self.snapshots = getattr(self, "snapshots", 0) + 1
+                    n.p.save_snapshot(n.high_watermark, n.log.epoch_at(n.high_watermark), tuple(history(n)))
+                    self._check()
         if self.faults.propose_every_ms and self.rng.random() < TICK_MS / self.faults.propose_every_ms:
             self._propose()
         self._ack()
@@ -205,3 +250,15 @@ class Sim:
         for payload, offset in self.acked.items():
             assert positions.get(payload) == [offset], (
                 f"seed {self.seed}: acknowledged {payload} at {offset}, committed at {positions.get(payload)}")
+
+
+def history(n: RaftNode) -> list[Entry]:
+    """The node's committed log from offset 0: its snapshot's state (the entries it summarizes, in the
+    simulation) and the committed entries after the log start."""
+    snap = n.p.snapshot
+    prefix: list[Entry] = []
+    if n.log.start_offset > 0:
+        assert snap is not None and snap[0] == n.log.start_offset, "a log start without its snapshot"
+        prefix = list(snap[2])
+        assert len(prefix) == snap[0]
+    return prefix + n.committed()

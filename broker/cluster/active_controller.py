@@ -63,9 +63,9 @@ class ActiveController:
 
     def _activate(self, epoch: int) -> None:
         image = self._committed_image().copy()
-        entries = self.driver.node.log.entries
-        for offset in range(image.offset + 1, len(entries)):
-            image.apply(entries[offset].payload, offset)
+        log_ = self.driver.node.log  # the committed image covers at least up to the log start (snapshot)
+        for offset in range(max(image.offset + 1, log_.start_offset), log_.end_offset):
+            image.apply(log_.entry_at(offset).payload, offset)
         self.epoch = epoch
         self.controller = Controller(image, self._propose_one, self.config, _now_ms(), random.Random())
         log.info("controller: active in epoch %d (%d broker(s), %d topic(s))", epoch, len(image.brokers),

@@ -91,6 +91,8 @@ class ClusterRuntime:
         self._should_shut_down = asyncio.Event()
         self._applied_event = asyncio.Event()
         driver.on_commit = self._on_commit
+        driver.snapshot_state = self._snapshot_state
+        driver.on_snapshot = self._on_snapshot
 
     # -- the image --------------------------------------------------------------------------------------
     def add_listener(self, fn: Listener) -> None:
@@ -129,6 +131,26 @@ class ClusterRuntime:
                 name = payload.get("name") if payload.get("type") == "Topic" else payload.get("resourceName")
                 if name:
                     self._dirty[name] = None
+        self._schedule_flush()
+
+    def _snapshot_state(self):
+        """KIP-630: a copy of the image now (the committed state), serialized later in a worker thread."""
+        return self.image.copy().to_json
+
+    def _on_snapshot(self, offset: int, data: Any) -> None:
+        """The image replaced by a snapshot's (start-up, or installed from the leader): every topic is
+        looked at again, topics it no longer has are deleted."""
+        image = MetadataImage.from_json(data) if data else MetadataImage()
+        image.offset = max(image.offset, offset - 1)
+        gone = [name for name in self.image.topics if name not in image.topics]
+        self.image = image
+        for name in gone:
+            self._pending_deleted[name] = None
+            self._dirty[name] = None
+        for t in image.topics.values():
+            self._dirty[t.name] = None
+            for p in t.partitions:
+                self._pending_changed[(t.name, p)] = None
         self._schedule_flush()
 
     async def _flush(self) -> None:

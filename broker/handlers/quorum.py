@@ -13,6 +13,7 @@ user, as in Kafka), DescribeQuorum DESCRIBE; otherwise CLUSTER_AUTHORIZATION_FAI
 """
 from __future__ import annotations
 
+import asyncio
 import time
 
 from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
@@ -20,9 +21,12 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from ...coordinator.quorum import wire
 from ...coordinator.quorum.peer import PeerError
-from ...coordinator.quorum.raft import LEADER, FetchResponse as CoreFetchResponse, VoteResponse as CoreVoteResponse
+from ...coordinator.quorum.raft import (LEADER, FetchResponse as CoreFetchResponse,
+                                        FetchSnapshotResponse as CoreFetchSnapshotResponse,
+                                        VoteResponse as CoreVoteResponse)
 from ...protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
-                                  EndQuorumEpochResponse, VoteRequest, VoteResponse)
+                                  EndQuorumEpochResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest,
+                                  VoteResponse)
 from .. import acl
 from ..authorizer import authorize_cluster
 from ..context import RequestContext
@@ -96,7 +100,7 @@ async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchRe
     deadline = time.monotonic() + min(max(req.max_wait_ms, 0), MAX_WAIT_MS) / 1000
     told = driver.told_high_watermark
     while (reply is not None and not reply.fenced and not reply.entries and reply.diverging is None
-           and reply.high_watermark == told.get(msg.replica)):
+           and reply.snapshot_id is None and reply.high_watermark == told.get(msg.replica)):
         left = deadline - time.monotonic()
         if left <= 0 or not await driver.wait_for_change(left):
             break
@@ -106,6 +110,36 @@ async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchRe
     if reply is None:  # the core always answers a fetch; be safe
         reply = CoreFetchResponse(driver.node.epoch, driver.node.leader, fenced=True)
     return wire.fetch_response(reply, msg.epoch)
+
+
+@handles(FetchSnapshotRequest, FetchSnapshotResponse, 0, 0, controller=True)
+async def handle_fetch_snapshot(ctx: RequestContext, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
+    """KIP-630: a chunk of the leader's snapshot file (the core checks the epoch and that the snapshot
+    is still the leader's; the file is read in a worker thread)."""
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return FetchSnapshotResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED, topics=[])
+    driver = _driver(ctx)
+    if driver is None or driver.cluster_id_conflicts(req.cluster_id):
+        error = BROKER_NOT_AVAILABLE if driver is None else wire.INCONSISTENT_CLUSTER_ID
+        return FetchSnapshotResponse(throttle_time_ms=0, error_code=error, topics=[])
+    parsed = wire.from_fetch_snapshot_request(req)
+    if parsed is None:
+        return FetchSnapshotResponse(throttle_time_ms=0, error_code=UNKNOWN_TOPIC_OR_PARTITION, topics=[])
+    msg, position, max_bytes = parsed
+    reply = driver.receive(msg, CoreFetchSnapshotResponse)
+    node = driver.node
+    if reply is None or reply.fenced:
+        error = wire.FENCED_LEADER_EPOCH if msg.epoch < node.epoch else NOT_LEADER_OR_FOLLOWER
+        return wire.fetch_snapshot_response(error, node.epoch, node.leader, msg.snapshot_id)
+    if reply.snapshot_id is None:
+        return wire.fetch_snapshot_response(wire.SNAPSHOT_NOT_FOUND, node.epoch, node.leader, msg.snapshot_id)
+    chunk = await asyncio.to_thread(driver.read_snapshot_chunk, reply.snapshot_id, position, max(max_bytes, 1))
+    if chunk is None:
+        return wire.fetch_snapshot_response(wire.SNAPSHOT_NOT_FOUND, node.epoch, node.leader, msg.snapshot_id)
+    size, data = chunk
+    if position > size:
+        return wire.fetch_snapshot_response(wire.POSITION_OUT_OF_RANGE, node.epoch, node.leader, msg.snapshot_id)
+    return wire.fetch_snapshot_response(0, node.epoch, node.leader, msg.snapshot_id, size, position, data)
 
 
 @handles(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2, controller=True)

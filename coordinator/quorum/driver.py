@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from pathlib import Path
@@ -28,8 +29,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import wire
 from .peer import PeerClient, PeerError
-from .raft import LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, Message, RaftConfig, RaftNode, VoteRequest
-from .store import FilePersistentState
+from ...storage.partition_metadata import atomic_write
+from .raft import (LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse,
+                   Message, RaftConfig, RaftNode, VoteRequest)
+from .store import FilePersistentState, load_snapshot, snapshot_name, write_snapshot
 
 if TYPE_CHECKING:
     from ...broker.config import QuorumConfig
@@ -93,6 +96,14 @@ class QuorumDriver:
         self.on_commit: Callable[[list[tuple[int, Any]]], None] | None = None
         self.step_listeners: list[Callable[[], None]] = []
         self._in_step = False
+        # snapshots (KIP-630): `snapshot_state()` returns a function (run in a worker thread) giving the
+        # committed state as of the last entry applied as JSON-able data; `on_snapshot(offset, data)`
+        # replaces that state by a snapshot's (at start-up, or a snapshot installed from the leader)
+        self.snapshot_state: Callable[[], Callable[[], Any]] | None = None
+        self.on_snapshot: Callable[[int, Any], None] | None = None
+        self._snapshot_task: asyncio.Task | None = None
+        self._last_snapshot_ms = _now_ms()
+        self.snapshots_taken = 0
 
     # -- life cycle -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -164,7 +175,9 @@ class QuorumDriver:
                 self.told_high_watermark = {}
         if node.role == LEADER and self._checked_epoch != node.epoch:
             self._checked_epoch = node.epoch
-            if not any(_is_cluster_id(e.payload) for e in node.log.entries):
+            snap = self.persistent.snapshot
+            if not any(_is_cluster_id(e.payload) for e in node.log.entries) and not (
+                    snap is not None and isinstance(snap[2], dict) and snap[2].get("clusterId")):
                 node.propose({"type": CLUSTER_ID_RECORD, "clusterId": self.cluster_id or _new_cluster_id()})
         self._apply_committed()
         self._poke.set()
@@ -208,25 +221,142 @@ class QuorumDriver:
 
     def _apply_committed(self) -> None:
         node = self.node
+        log_ = node.log
+        if self._applied < log_.start_offset:
+            self._load_snapshot()
         start = self._applied
         while self._applied < node.high_watermark:
-            payload = node.log.entries[self._applied].payload
+            payload = log_.entry_at(self._applied).payload
             self._applied += 1
             if _is_cluster_id(payload):
-                agreed = payload["clusterId"]
-                if self.cluster_id is None:
-                    self.cluster_id = agreed
-                    log.info("metadata quorum: cluster id %s agreed", agreed)
-                    if self._on_cluster_id is not None:
-                        self._on_cluster_id(agreed)
-                elif agreed != self.cluster_id:
-                    log.error("metadata quorum: the quorum's cluster id is %s but this node's is %s", agreed,
-                              self.cluster_id)
+                self._agree_cluster_id(payload["clusterId"])
         if self.on_commit is not None and self._applied > start:
             try:
-                self.on_commit([(o, node.log.entries[o].payload) for o in range(start, self._applied)])
+                self.on_commit([(o, log_.entry_at(o).payload) for o in range(start, self._applied)])
             except Exception:
                 log.exception("metadata quorum: applying committed entries %d..%d failed", start, self._applied - 1)
+        self._maybe_snapshot()
+
+    def _agree_cluster_id(self, agreed: str | None) -> None:
+        if not agreed:
+            return
+        if self.cluster_id is None:
+            self.cluster_id = agreed
+            log.info("metadata quorum: cluster id %s agreed", agreed)
+            if self._on_cluster_id is not None:
+                self._on_cluster_id(agreed)
+        elif agreed != self.cluster_id:
+            log.error("metadata quorum: the quorum's cluster id is %s but this node's is %s", agreed,
+                      self.cluster_id)
+
+    def _load_snapshot(self) -> None:
+        """The state at the log start comes from the snapshot (start-up, or one installed from the leader)."""
+        snap = self.persistent.snapshot
+        offset = self.node.log.start_offset
+        if snap is None or snap[0] != offset:
+            raise AssertionError(f"the log starts at {offset} without a snapshot there")
+        state = snap[2] if isinstance(snap[2], dict) else {}
+        self._agree_cluster_id(state.get("clusterId"))
+        if self.on_snapshot is not None:
+            try:
+                self.on_snapshot(offset, state.get("image"))
+            except Exception:
+                log.exception("metadata quorum: loading the snapshot at %d failed", offset)
+        log.info("metadata quorum: state at offset %d loaded from the snapshot (epoch %d)", offset, snap[1])
+        self._applied = offset
+
+    def _maybe_snapshot(self) -> None:
+        """Every `snapshot_max_bytes` of log (or `snapshot_interval_ms`) past the log start, snapshot the
+        applied (committed) state: serialized and written in a worker thread, then the prefix dropped."""
+        log_ = self.node.log
+        offset = self._applied
+        if (self.snapshot_state is None or offset <= log_.start_offset or self._stopped
+                or (self._snapshot_task is not None and not self._snapshot_task.done())):
+            return
+        size = log_.bytes_between(log_.start_offset, offset) if hasattr(log_, "bytes_between") else 0
+        if size < self.quorum.snapshot_max_bytes and _now_ms() - self._last_snapshot_ms < self.quorum.snapshot_interval_ms:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._last_snapshot_ms = _now_ms()
+        epoch = log_.epoch_at(offset)
+        image_fn, cluster_id = self.snapshot_state(), self.cluster_id
+        self._snapshot_task = loop.create_task(self._snapshot(offset, epoch, image_fn, cluster_id),
+                                               name="quorum-snapshot")
+
+    async def _snapshot(self, offset: int, epoch: int, image_fn: Callable[[], Any], cluster_id: str | None) -> None:
+        directory = self.persistent.directory
+
+        def build() -> Any:
+            state = {"clusterId": cluster_id, "image": image_fn()}
+            write_snapshot(directory, offset, epoch, state)
+            return state
+        try:
+            state = await asyncio.to_thread(build)
+        except Exception:
+            log.exception("metadata quorum: writing the snapshot at %d failed", offset)
+            return
+        log_ = self.node.log
+        if self._stopped or not (log_.start_offset < offset <= log_.end_offset and log_.epoch_at(offset) == epoch):
+            (directory / snapshot_name(offset, epoch)).unlink(missing_ok=True)  # overtaken (an install)
+            return
+        self.persistent.save_snapshot(offset, epoch, state)
+        self.snapshots_taken += 1
+        log.info("metadata quorum: snapshot at offset %d (epoch %d) taken, log now starts there", offset, epoch)
+
+    def read_snapshot_chunk(self, snapshot_id: tuple[int, int], position: int, max_bytes: int
+                            ) -> tuple[int, bytes] | None:
+        """(file size, bytes from `position`) of a snapshot file, None if it is gone (worker thread)."""
+        try:
+            with open(self.persistent.directory / snapshot_name(*snapshot_id), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(position)
+                return size, f.read(max_bytes)
+        except FileNotFoundError:
+            return None
+
+    async def _download_snapshot(self, v: int, msg: FetchSnapshotRequest) -> FetchSnapshotResponse:
+        """The leader's snapshot file, chunk by chunk; checked and written (atomically) in a worker thread
+        before the core installs it."""
+        from ...protocol.messages import FetchSnapshotResponse as KResp
+        data, position = bytearray(), 0
+        while True:
+            resp = await self.peers[v].request(wire.fetch_snapshot_request(msg, self.cluster_id, position),
+                                               wire.FETCH_SNAPSHOT_VERSION, KResp)
+            part = wire.from_fetch_snapshot_response(resp)
+            if part is None:
+                return FetchSnapshotResponse(msg.epoch, v)
+            error, epoch, leader, size, pos, chunk = part
+            if error in wire.FENCING_ERRORS:
+                return FetchSnapshotResponse(epoch, leader, fenced=True)
+            if error != 0 or pos != position:
+                return FetchSnapshotResponse(epoch, leader)  # gone: fetch again, maybe a newer one
+            data += chunk
+            position += len(chunk)
+            if position >= size or not chunk:
+                break
+        directory, blob = self.persistent.directory, bytes(data)
+
+        def check_and_write() -> Any:
+            path = directory / snapshot_name(*msg.snapshot_id)
+            tmp = directory / (path.name + ".download")
+            tmp.write_bytes(blob)
+            try:
+                state = load_snapshot(tmp)
+            finally:
+                tmp.unlink()
+            atomic_write(path, blob)
+            return state
+        try:
+            state = await asyncio.to_thread(check_and_write)
+        except ValueError as exc:
+            log.warning("metadata quorum: snapshot %s from node %d does not check: %s", msg.snapshot_id, v, exc)
+            return FetchSnapshotResponse(epoch, leader)
+        log.info("metadata quorum: snapshot at offset %d (epoch %d, %d bytes) fetched from node %d",
+                 msg.snapshot_id[0], msg.snapshot_id[1], len(blob), v)
+        return FetchSnapshotResponse(epoch, leader, msg.snapshot_id, state)
 
     async def _tick_loop(self) -> None:
         """Tick the core when it has something to do (`next_wakeup`), or after any step that may have
@@ -261,6 +391,9 @@ class QuorumDriver:
                     await self._send(v, msg)
                 except PeerError as exc:
                     log.debug("metadata quorum: %s to node %d lost: %s", type(msg).__name__, v, exc)
+                    if isinstance(msg, (FetchRequest, FetchSnapshotRequest)) and msg.epoch == self.node.epoch:
+                        self.node.fetch_failed(_now_ms())  # fetch again soon; the fetch timeout runs on
+                        self._poke.set()
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -277,6 +410,11 @@ class QuorumDriver:
             resp = await peer.request(wire.fetch_request(msg, self.cluster_id, self.fetch_max_wait_ms),
                                       wire.FETCH_VERSION, KFetchResponse)
             answer = wire.from_fetch_response(resp, msg.fetch_offset)
+        elif isinstance(msg, FetchSnapshotRequest):
+            snap = await self._download_snapshot(v, msg)
+            self._dispatch(self.node.receive(snap, _now_ms()))
+            self._after_step()
+            return
         elif isinstance(msg, BeginQuorumEpoch):
             await peer.request(wire.begin_request(msg, v, self.cluster_id), wire.BEGIN_VERSION,
                                m.BeginQuorumEpochResponse)

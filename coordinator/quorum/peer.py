@@ -2,7 +2,8 @@
 request in flight, kafka.protocol for encoding. Any failure (refused, reset, timeout, a response that
 does not decode or answers another correlation id) closes the connection and raises PeerError; the
 next request reconnects, but not before a backoff that doubles per consecutive failure (from
-`retry_backoff_s` up to `max_backoff_s`) has passed since the last failure.
+`retry_backoff_s` up to `max_backoff_s`) has passed since the last failure — waited inside the
+request's timeout but for at most half of it, so a request sent right after a failure can still succeed.
 
 A pooled connection the peer has closed (it restarted, or dropped an idle connection) is not a failure
 of the request: one already at EOF is replaced before sending, and one that ends before the first byte
@@ -127,7 +128,10 @@ class PeerClient:
     async def _exchange(self, req: Any, version: int, response_class: type) -> Any:
         fresh = self._writer is None
         if fresh:
-            wait = self._backoff_left()
+            # at most half the request timeout: a backoff that had grown to the whole timeout failed
+            # every request to a peer that is back (each timeout restarting the backoff), so a
+            # follower's fetches to a restarted leader never got through (issue 16)
+            wait = min(self._backoff_left(), self.request_timeout_s / 2)
             if wait > 0:
                 await asyncio.sleep(wait)
             await self._connect()

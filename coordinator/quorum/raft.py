@@ -85,9 +85,28 @@ class FetchResponse:
     base_offset: int = 0
     diverging: tuple[int, int] | None = None  # (epoch, end offset) to truncate to
     fenced: bool = False  # the request's epoch is stale (or the responder is no leader)
+    snapshot_id: tuple[int, int] | None = None  # (end offset, epoch): fetch below the log start, get this snapshot
 
 
-Message = Union[VoteRequest, VoteResponse, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse]
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """KIP-630: a follower whose fetch offset lies before the leader's log start downloads the snapshot."""
+    epoch: int
+    replica: int
+    snapshot_id: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    epoch: int
+    leader: int | None
+    snapshot_id: tuple[int, int] | None = None  # None: no such snapshot (anymore) / fenced
+    state: Any = None
+    fenced: bool = False
+
+
+Message = Union[VoteRequest, VoteResponse, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse,
+                FetchSnapshotRequest, FetchSnapshotResponse]
 Outgoing = list[tuple[int, Message]]
 
 
@@ -98,9 +117,36 @@ class PersistentState:
     voted_for: int | None = None
     log: QuorumLog = field(default_factory=QuorumLog)
 
+    snapshot: tuple[int, int, Any] | None = None  # (end offset, epoch, state) of the newest snapshot
+
     def save(self, epoch: int, voted_for: int | None) -> None:
         """Record the epoch and vote durably (coordinator/quorum/store.py writes a file)."""
         self.epoch, self.voted_for = epoch, voted_for
+
+    def save_snapshot(self, offset: int, epoch: int, state: Any, drop_prefix: bool = True) -> None:
+        """Keep `state` as the snapshot of the committed log up to `offset` (whose last entry has `epoch`),
+        durably first, then forget the log prefix it covers."""
+        self.snapshot = (offset, epoch, state)
+        if drop_prefix:
+            self.log.drop_prefix(offset)
+
+    def install_snapshot(self, offset: int, epoch: int, state: Any) -> None:
+        """A follower installs the leader's snapshot: it replaces the whole log (durably: snapshot first)."""
+        self.snapshot = (offset, epoch, state)
+        self.log.reset_to(offset, epoch)
+
+    def recover(self) -> None:
+        """On open after a crash: make the log continue the newest snapshot — a crash between writing a
+        snapshot and dropping the prefix leaves the prefix (cut now), one mid-install leaves a log that
+        does not reach the snapshot or disagrees with its epoch (replaced by an empty one there)."""
+        if self.snapshot is None:
+            return
+        offset, epoch, _state = self.snapshot
+        log = self.log
+        if log.start_offset <= offset <= log.end_offset and log.epoch_at(offset) == epoch:
+            log.drop_prefix(offset)
+        else:
+            log.reset_to(offset, epoch)
 
 
 @dataclass(frozen=True)
@@ -127,7 +173,7 @@ class RaftNode:
         self.rng = rng or random.Random(node_id)
         self.role = UNATTACHED
         self.leader: int | None = None
-        self.high_watermark = 0
+        self.high_watermark = self.p.log.start_offset  # a snapshot is committed state
         self._votes: set[int] = set()
         self._follower_end: dict[int, int] = {}
         self._fetched_at: dict[int, int] = {}
@@ -147,7 +193,8 @@ class RaftNode:
         return self.p.log
 
     def committed(self) -> list[Entry]:
-        return self.log.entries[:self.high_watermark]
+        """The committed entries after the log start (those before it are in the snapshot)."""
+        return self.log.entries[:self.high_watermark - self.log.start_offset]
 
     @property
     def majority(self) -> int:
@@ -217,12 +264,22 @@ class RaftNode:
             return self._on_fetch(msg, now)
         if isinstance(msg, FetchResponse):
             return self._on_fetch_response(msg, now)
+        if isinstance(msg, FetchSnapshotRequest):
+            return self._on_fetch_snapshot(msg, now)
+        if isinstance(msg, FetchSnapshotResponse):
+            return self._on_fetch_snapshot_response(msg, now)
         if isinstance(msg, VoteRequest):
             return self._on_vote(msg, now)
         if isinstance(msg, VoteResponse):
             return self._on_vote_response(msg, now)
         if isinstance(msg, BeginQuorumEpoch):
-            if msg.epoch > self.epoch or (msg.epoch == self.epoch and self.role != LEADER):
+            if self.role == FOLLOWER and msg.epoch == self.epoch and msg.leader == self.leader:
+                # a repeat (the leader has not seen this node fetch lately): fetch again now, but only the
+                # leader's answers to fetches prove the link works — the fetch timeout runs on (KRaft:
+                # no transition), so a follower whose fetches fail still times out and stands for election
+                self._fetch_inflight = False
+                self._next_fetch = min(self._next_fetch, now)
+            elif msg.epoch > self.epoch or (msg.epoch == self.epoch and self.role != LEADER):
                 self._become_follower(msg.epoch, msg.leader, now)
             return []
         if isinstance(msg, EndQuorumEpoch):
@@ -322,9 +379,17 @@ class RaftNode:
         if self.role != LEADER or req.epoch < self.epoch:
             return [(req.replica, FetchResponse(self.epoch, self.leader, fenced=True))]
         log = self.log
+        if req.fetch_offset < log.start_offset and self.p.snapshot is not None:
+            self._fetched_at[req.replica] = now  # alive, though not caught up
+            return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark,
+                                                snapshot_id=self.p.snapshot[:2]))]
         if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
             epoch, end = log.end_offset_for_epoch(req.last_fetched_epoch)
             if epoch != req.last_fetched_epoch or end < req.fetch_offset:
+                if end < log.start_offset and self.p.snapshot is not None:  # diverges inside the snapshot
+                    self._fetched_at[req.replica] = now
+                    return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark,
+                                                        snapshot_id=self.p.snapshot[:2]))]
                 return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark, diverging=(epoch, end)))]
         if req.replica in self._follower_end:
             self._follower_end[req.replica] = max(self._follower_end[req.replica], req.fetch_offset)
@@ -342,24 +407,69 @@ class RaftNode:
         self._fetch_inflight = False
         if resp.fenced:
             return []
-        self._deadline = now + self.config.fetch_timeout_ms
+        # the fetch timeout restarts only once the answer is applied: an answer that cannot be (it
+        # raises, or names a divergence that truncates nothing) does not keep this node following
         log = self.log
+        if resp.snapshot_id is not None:
+            self._deadline = now + self.config.fetch_timeout_ms
+            self._fetch_inflight = True  # no fetch while the snapshot comes (a lost answer: timeout)
+            return [(self.leader, FetchSnapshotRequest(self.epoch, self.id, resp.snapshot_id))]
         if resp.diverging is not None:
             epoch, end = resp.diverging
             _, own_end = log.end_offset_for_epoch(epoch)
-            truncate_at = min(end, own_end)
+            truncate_at = max(min(end, own_end), log.start_offset)
             if truncate_at < self.high_watermark:
                 raise AssertionError(f"node {self.id}: truncation to {truncate_at} below the high watermark "
                                      f"{self.high_watermark}")
+            if truncate_at >= log.end_offset:
+                return []  # no progress: fetch again later (next_fetch), the fetch timeout runs on
             log.truncate_to(truncate_at)
+            self._deadline = now + self.config.fetch_timeout_ms
             self._next_fetch = now  # fetch again at once from the matching point
             return []
         if resp.base_offset != log.end_offset:
             return []  # an answer to an older fetch
         log.extend(resp.entries)
+        self._deadline = now + self.config.fetch_timeout_ms
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, log.end_offset))
         if resp.entries:
             self._next_fetch = now  # more may be waiting
+        return []
+
+    def fetch_failed(self, now: int) -> None:
+        """The driver's Fetch got no answer (refused, timed out): fetch again after the fetch interval;
+        the fetch timeout runs on (only the leader's answers restart it)."""
+        if self.role == FOLLOWER and self._fetch_inflight:
+            self._fetch_inflight = False
+            self._next_fetch = now + self.config.fetch_interval_ms
+
+    def _on_fetch_snapshot(self, req: FetchSnapshotRequest, now: int) -> Outgoing:
+        if req.epoch > self.epoch:
+            self._become_unattached(req.epoch, now)
+        if self.role != LEADER or req.epoch < self.epoch:
+            return [(req.replica, FetchSnapshotResponse(self.epoch, self.leader, fenced=True))]
+        snap = self.p.snapshot
+        if snap is None or snap[:2] != req.snapshot_id:
+            return [(req.replica, FetchSnapshotResponse(self.epoch, self.id))]  # gone: fetch again
+        self._fetched_at[req.replica] = now
+        return [(req.replica, FetchSnapshotResponse(self.epoch, self.id, snap[:2], snap[2]))]
+
+    def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now: int) -> Outgoing:
+        if resp.epoch > self.epoch:
+            self._observe_epoch(resp.epoch, resp.leader, now)
+            return []
+        if self.role != FOLLOWER or resp.epoch < self.epoch or resp.leader != self.leader:
+            return []
+        self._fetch_inflight = False
+        self._next_fetch = now
+        if resp.fenced or resp.snapshot_id is None:
+            return []
+        offset, epoch = resp.snapshot_id
+        if offset <= self.log.start_offset or offset < self.high_watermark:
+            return []  # not newer than what this node has
+        self._deadline = now + self.config.fetch_timeout_ms
+        self.p.install_snapshot(offset, epoch, resp.state)  # the snapshot is committed: at most the HW
+        self.high_watermark = max(self.high_watermark, offset)
         return []
 
     def _advance_high_watermark(self) -> None:

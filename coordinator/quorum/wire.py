@@ -5,7 +5,10 @@
 * BeginQuorumEpoch <-> BeginQuorumEpoch (53) request (its response only acknowledges);
 * EndQuorumEpoch <-> EndQuorumEpoch (54) request (a leader resigning on shutdown);
 * FetchRequest/FetchResponse <-> Fetch (1, v13+: topic id, `ReplicaState.ReplicaId`, `CurrentLeaderEpoch`,
-  `LastFetchedEpoch`) and its response (`HighWatermark`, `DivergingEpoch`, `CurrentLeader`, records).
+  `LastFetchedEpoch`) and its response (`HighWatermark`, `DivergingEpoch`, `CurrentLeader`, records,
+  `SnapshotId` when the fetch offset lies before the leader's log start — KIP-630);
+* FetchSnapshot (59): the snapshot file's bytes from `Position`, at most `MaxBytes` per answer
+  (`Size` = the whole file); the follower checks and installs the whole file (store.py's format).
 
 Records: each log entry travels as one uncompressed v2 record batch whose base offset is the entry's
 offset and whose `partitionLeaderEpoch` is the entry's epoch, holding one record (no key) whose value
@@ -26,7 +29,8 @@ from typing import Any
 from ...protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, VoteRequest as KVoteRequest,
                                   VoteResponse as KVoteResponse)
 from .log import Entry
-from .raft import BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, VoteRequest, VoteResponse
+from .raft import (BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, FetchSnapshotRequest, VoteRequest,
+                   VoteResponse)
 from .store import _decode_payload, _encode_payload
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -44,6 +48,10 @@ FETCH_VERSION = 16
 VOTE_VERSION = 1
 BEGIN_VERSION = 1
 END_VERSION = 1
+FETCH_SNAPSHOT_VERSION = 0
+SNAPSHOT_NOT_FOUND = 98
+POSITION_OUT_OF_RANGE = 99
+SNAPSHOT_CHUNK_BYTES = 1 << 20
 FETCH_MAX_BYTES = 8 << 20
 
 
@@ -178,7 +186,8 @@ def fetch_response(msg: FetchResponse, request_epoch: int) -> Any:
     part = P(partition_index=METADATA_PARTITION, error_code=error, high_watermark=msg.high_watermark,
              last_stable_offset=msg.high_watermark, log_start_offset=0, diverging_epoch=diverging,
              current_leader=P.LeaderIdAndEpoch(leader_id=_leader_id(msg.leader), leader_epoch=msg.epoch),
-             snapshot_id=P.SnapshotId(end_offset=-1, epoch=-1), aborted_transactions=None,
+             snapshot_id=(P.SnapshotId(end_offset=msg.snapshot_id[0], epoch=msg.snapshot_id[1]) if msg.snapshot_id
+                          else P.SnapshotId(end_offset=-1, epoch=-1)), aborted_transactions=None,
              preferred_read_replica=-1, records=encode_entries(msg.base_offset, msg.entries))
     return KFetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, node_endpoints=[],
                           responses=[KFetchResponse.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID,
@@ -201,11 +210,63 @@ def from_fetch_response(resp: Any, fetch_offset: int) -> FetchResponse | None:
                 return FetchResponse(leader.leader_epoch, _leader(leader.leader_id), fenced=True)
             if part.error_code != NONE:
                 return None
+            snap = part.snapshot_id
+            if snap is not None and snap.end_offset >= 0 and snap.epoch >= 0:
+                return FetchResponse(leader.leader_epoch, _leader(leader.leader_id), part.high_watermark,
+                                     snapshot_id=(snap.end_offset, snap.epoch))
             div = part.diverging_epoch
             diverging = (div.epoch, div.end_offset) if div is not None and div.epoch >= 0 else None
             base, entries = decode_entries(part.records)
             return FetchResponse(leader.leader_epoch, _leader(leader.leader_id), part.high_watermark,
                                  entries, fetch_offset if base is None else base, diverging)
+    return None
+
+
+# -- FetchSnapshot ----------------------------------------------------------------------------------------
+def fetch_snapshot_request(msg: FetchSnapshotRequest, cluster_id: str | None, position: int) -> Any:
+    from ...protocol.messages import FetchSnapshotRequest as K
+    P = K.TopicSnapshot.PartitionSnapshot
+    part = P(partition=METADATA_PARTITION, current_leader_epoch=msg.epoch, position=position,
+             snapshot_id=P.SnapshotId(end_offset=msg.snapshot_id[0], epoch=msg.snapshot_id[1]))
+    return K(cluster_id=cluster_id, replica_id=msg.replica, max_bytes=SNAPSHOT_CHUNK_BYTES,
+             topics=[K.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
+
+
+def from_fetch_snapshot_request(req: Any) -> tuple[FetchSnapshotRequest, int, int] | None:
+    """(the core's request, position, max bytes); None unless it asks for `__cluster_metadata`-0."""
+    for topic in req.topics or ():
+        if topic.name != METADATA_TOPIC:
+            continue
+        for part in topic.partitions or ():
+            if part.partition == METADATA_PARTITION and req.replica_id >= 0:
+                snap = part.snapshot_id
+                return (FetchSnapshotRequest(part.current_leader_epoch, req.replica_id, (snap.end_offset, snap.epoch)),
+                        part.position, req.max_bytes)
+    return None
+
+
+def fetch_snapshot_response(error: int, epoch: int, leader: int | None, snapshot_id: tuple[int, int],
+                            size: int = 0, position: int = 0, data: bytes = b"") -> Any:
+    from ...protocol.messages import FetchSnapshotResponse as K
+    P = K.TopicSnapshot.PartitionSnapshot
+    part = P(index=METADATA_PARTITION, error_code=error,
+             snapshot_id=P.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
+             current_leader=P.LeaderIdAndEpoch(leader_id=_leader_id(leader), leader_epoch=epoch),
+             size=size, position=position, unaligned_records=data)
+    return K(throttle_time_ms=0, error_code=NONE, topics=[K.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
+
+
+def from_fetch_snapshot_response(resp: Any) -> tuple[int, int, int | None, int, int, bytes] | None:
+    """(error, leader epoch, leader, size, position, bytes) of our partition; None if absent."""
+    if resp.error_code != NONE:
+        return None
+    for topic in resp.topics or ():
+        for part in topic.partitions or ():
+            if topic.name == METADATA_TOPIC and part.index == METADATA_PARTITION:
+                leader = part.current_leader
+                return (part.error_code, leader.leader_epoch if leader else -1,
+                        _leader(leader.leader_id) if leader else None, part.size, part.position,
+                        bytes(part.unaligned_records or b""))
     return None
 
 

@@ -78,3 +78,42 @@ def test_a_peer_that_closes_before_answering_gets_one_retry_on_a_fresh_connectio
             await server.wait_closed()
 
     asyncio.run(scenario())
+
+
+def test_a_peer_back_after_many_failures_answers_the_next_request() -> None:
+    """Requests to a peer that is down fail until the reconnect backoff is at its maximum, which equals
+    the request timeout; once the peer is back, a request sent right after the last failure is answered
+    (the backoff takes at most half the request timeout; when it took all of it, every such request
+    timed out)."""
+    async def scenario() -> None:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while True:
+                    size = int.from_bytes(await reader.readexactly(4), "big")
+                    frame = await reader.readexactly(size)
+                    body = bytes(ApiVersionsResponse(error_code=0, api_keys=[]).encode(version=0))
+                    writer.write((len(body) + 4).to_bytes(4, "big") + frame[4:8] + body)
+                    await writer.drain()
+            except asyncio.IncompleteReadError:
+                writer.close()
+
+        probe = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = probe.sockets[0].getsockname()[1]
+        probe.close()
+        await probe.wait_closed()  # the port is free: the peer is down
+        client = PeerClient(1, "127.0.0.1", port, "peer-test", request_timeout_s=0.3, retry_backoff_s=0.02,
+                            max_backoff_s=0.3)
+        for _ in range(6):
+            with pytest.raises(PeerError):
+                await _api_versions(client)
+        assert client._backoff_left() > 0.25  # the backoff is at its maximum
+        server = await asyncio.start_server(serve, "127.0.0.1", port)
+        try:
+            assert await _api_versions(client) == 0
+            assert await _api_versions(client) == 0
+        finally:
+            client.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())

@@ -11,7 +11,7 @@ from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry, QuorumLog
 from minikafka.coordinator.quorum.raft import (
     CANDIDATE, FOLLOWER, LEADER, UNATTACHED, BeginQuorumEpoch, FetchRequest, FetchResponse, PersistentState,
     RaftConfig, RaftNode, VoteRequest, VoteResponse)
-from tests.quorum_sim import Faults, Sim
+from tests.quorum_sim import TICK_MS as TICK, Faults, Sim, history
 
 CONFIG = RaftConfig(fetch_timeout_ms=1000, election_timeout_ms=500, election_backoff_max_ms=0)
 
@@ -250,3 +250,79 @@ def test_tick_before_next_wakeup_does_nothing():
                     checked += 1
         sim._maybe_fault()
     assert checked > 500
+
+
+def test_simulation_with_snapshots_keeps_every_invariant():
+    """KIP-630: every node snapshots its committed log on its own and drops the prefix; followers that
+    were down or cut off past the leader's log start install its snapshot (FetchSnapshot) and go on from
+    its end; some crash mid-install (snapshot durable, log not reset) and recover on boot. The committed history (snapshot + committed suffix) stays identical on every node."""
+    installs = snapshots = mid_install = 0
+    for seed in range(max(SEEDS // 2, 4)):
+        sim = Sim(seed, faults=Faults(snapshot_every=20, down_ms=(2000, 6000), crash_mid_install=0.2))
+        sim.run(SIM_MS)
+        sim.settle()
+        sim.check_acknowledged()
+        installs += sim.stats.get("snapshot_installs", 0)
+        mid_install += sim.stats.get("crashes_mid_install", 0)
+        snapshots += getattr(sim, "snapshots", 0)
+        for n in sim.nodes.values():
+            assert n is not None and n.log.start_offset > 0
+    assert snapshots > 0 and installs > 0 and mid_install > 0, (snapshots, installs, mid_install)
+
+
+def test_fetch_below_the_log_start_gets_the_snapshot():
+    from minikafka.coordinator.quorum.raft import FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse
+    sim = Sim(3, faults=Faults(drop=0.0, crash_every_ms=0, cut_every_ms=0))
+    sim.run(3000)
+    leader = sim.leader()
+    hw = leader.high_watermark
+    leader.p.save_snapshot(hw, leader.log.epoch_at(hw), tuple(history(leader)))
+    assert leader.log.start_offset == hw and leader.log.entries == leader.log.entries[:leader.log.end_offset - hw]
+    follower = next(v for v in sim.voters if v != leader.id)
+    [(_, resp)] = leader.receive(FetchRequest(leader.epoch, follower, 0, 0), sim.now)
+    assert resp.snapshot_id == (hw, leader.log.start_epoch) and not resp.entries
+    [(_, snap)] = leader.receive(FetchSnapshotRequest(leader.epoch, follower, resp.snapshot_id), sim.now)
+    assert isinstance(snap, FetchSnapshotResponse) and len(snap.state) == hw
+    [(_, gone)] = leader.receive(FetchSnapshotRequest(leader.epoch, follower, (hw - 1, 1)), sim.now)
+    assert gone.snapshot_id is None
+
+
+def test_a_follower_whose_fetches_get_no_answer_stands_for_election_and_the_quorum_converges():
+    """The leader's repeated BeginQuorumEpoch reaches a follower whose Fetch requests never get an answer
+    (its client to the leader timed out again and again: issue 16's stuck node). The repeats must not
+    keep it following forever: only the leader's fetch answers restart the fetch timeout, so it stands
+    for election; once the link works again every node commits the same log."""
+    sim = Sim(5, faults=Faults(drop=0.0, crash_every_ms=0, cut_every_ms=0))
+    sim.run(2000, faults=False)
+    leader = sim.leader()
+    f = next(v for v in sim.voters if v != leader.id)
+    epoch = leader.epoch
+    sim.lost.add((f, leader.id, FetchRequest))
+    stuck_since = sim.now
+    while sim.now - stuck_since < 3 * sim.config.fetch_timeout_ms:
+        sim.step()
+        n = sim.nodes[f]
+        if n.epoch != epoch or n.role != FOLLOWER:
+            break
+    assert sim.nodes[f].epoch > epoch, "the follower stayed in the epoch of a leader it cannot fetch from"
+    assert sim.now - stuck_since <= sim.config.fetch_timeout_ms + 2 * TICK, sim.now - stuck_since
+    sim.run(5000, faults=False)  # elections go on while the link is broken; the others still commit
+    sim.lost.clear()
+    sim.settle()
+    sim.check_acknowledged()  # (settle: every node committed a final proposal; the checks: the same log)
+
+
+def test_a_diverging_answer_that_truncates_nothing_does_not_keep_a_follower_alive():
+    """A Fetch answered with a divergence at or past the follower's log end makes no progress: the
+    follower fetches again, but such answers do not restart its fetch timeout."""
+    nodes = three()
+    elect(nodes, 1, 0)
+    replicate(nodes, 10)
+    f = nodes[2]
+    deadline = f._deadline
+    end = f.log.end_offset
+    for t in range(20, 20 + 3 * CONFIG.fetch_timeout_ms, 100):
+        f.receive(FetchResponse(1, 1, f.high_watermark, diverging=(1, end)), t)
+        assert f.log.end_offset == end
+        f.tick(t)
+    assert f.role == CANDIDATE and f.epoch > 1 and deadline <= 20 + CONFIG.fetch_timeout_ms
