@@ -16,11 +16,22 @@ run: setup
 
 # The whole suite against minikafka, then the black-box suites again against Apache Kafka (the
 # oracle): every semantic test must hold for both. Tests of minikafka internals are deselected there.
+# Each pass runs on PYTEST_WORKERS pytest-xdist workers (whole files per worker), then its tests marked
+# `serial` (timing- or load-sensitive) alone. PYTEST_WORKERS=0: no xdist (ORACLE_WORKERS: the oracle pass's own). Exit 5 (nothing selected, e.g.
+# PYTEST_ARGS names a file without serial tests) is no failure of a pass.
+PYTEST_WORKERS ?= 2
+ORACLE_WORKERS ?= $(PYTEST_WORKERS)
+xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile,)
+PYTEST = $(VENV)/bin/python -m pytest -q
+NONE_OK = || [ $$? -eq 5 ]
+ORACLE = $(PYTEST) -o cache_dir=.pytest_cache_kafka --broker=kafka
 test: setup-test kafka-lab spark-jars
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15 $(PYTEST_ARGS)
-	$(VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache_kafka --broker=kafka tests/integration $(PYTEST_ARGS) || \
-	  { echo "oracle pass: re-running its failed tests once (Apache Kafka updates metadata asynchronously)"; \
-	    $(VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache_kafka --broker=kafka --lf tests/integration $(PYTEST_ARGS); }
+	$(PYTEST) -p no:cacheprovider --durations=15 $(call xdist,$(PYTEST_WORKERS)) --serial=exclude $(PYTEST_ARGS) $(NONE_OK)
+	$(PYTEST) -p no:cacheprovider --durations=10 --serial=only $(PYTEST_ARGS) $(NONE_OK)
+	rc=0; { $(ORACLE) $(call xdist,$(ORACLE_WORKERS)) --serial=exclude tests/integration $(PYTEST_ARGS) $(NONE_OK); } || rc=1; \
+	  { $(ORACLE) --serial=only tests/integration $(PYTEST_ARGS) $(NONE_OK); } || rc=1; \
+	  [ $$rc -eq 0 ] || { echo "oracle pass: re-running its failed tests once (Apache Kafka updates metadata asynchronously)"; \
+	    $(ORACLE) --lf tests/integration $(PYTEST_ARGS); }
 
 # Apache Kafka (KRaft, one node) from Maven Central jars, cached in ~/.cache/minikafka: the oracle.
 kafka-lab:

@@ -27,6 +27,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -44,8 +45,61 @@ class MiniKafkaError(RuntimeError):
     """The broker did not start, died, or refused an admin request; the message ends with its log tail."""
 
 
+# Server ports come from below the kernel's ephemeral range, so that a port a broker gave up (killed, to be
+# restarted on the same port) is never handed to some client's connect() in between, and each pytest-xdist
+# worker draws from its own slice (PYTEST_XDIST_WORKER gwN -> slice N+1; slice 0 outside xdist).
+_PORT_FLOOR = 10240
+_PORT_SLICES = 8
+_port_lock = threading.Lock()
+_port_next: dict[tuple[int, int], int] = {}
+
+
+def _ephemeral_floor() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _port_slice() -> tuple[int, int] | None:
+    """[lo, hi) of this process's slice, or None where the range below the ephemeral ports is too small."""
+    top = min(_ephemeral_floor(), 32768)
+    size = (top - _PORT_FLOOR) // _PORT_SLICES
+    if size < 256:
+        return None
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    lo = _PORT_FLOOR + (index % _PORT_SLICES) * size
+    return lo, lo + size
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Nothing listens on, or holds a connection from, host:port (bind without SO_REUSEADDR)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS just reported free on `host` (bound then released)."""
+    """A port to listen on that is free on `host` now (bound then released), below the ephemeral range
+    and in this xdist worker's slice; successive calls walk the slice (from a random start per process)
+    rather than reuse a port soon. Falls back to an OS-chosen port where no such range exists."""
+    bounds = _port_slice()
+    if bounds is not None:
+        lo, hi = bounds
+        with _port_lock:
+            nxt = _port_next.get(bounds)
+            if nxt is None:
+                nxt = lo + int.from_bytes(os.urandom(2), "big") % (hi - lo)
+            for _ in range(hi - lo):
+                port, nxt = nxt, (lo if nxt + 1 >= hi else nxt + 1)
+                if _bindable(host, port):
+                    _port_next[bounds] = nxt
+                    return port
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]

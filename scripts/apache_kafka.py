@@ -320,9 +320,15 @@ def _die_with_parent() -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port: the test suite's helper (minikafka.testing.free_port, below the ephemeral
+    range and per xdist worker) where minikafka is importable, else one the OS picks."""
+    try:
+        from minikafka.testing import free_port as suite_free_port
+    except ImportError:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    return suite_free_port("127.0.0.1")
 
 
 def random_cluster_id() -> str:

@@ -9,13 +9,13 @@ restarts/kills/reconfigures the broker) are deselected, and reported as such.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from minikafka.testing import MiniKafka
+from minikafka.testing import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,9 +25,9 @@ pytest_plugins = ["minikafka.pytest_plugin"]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port for a server (minikafka.testing.free_port: below the ephemeral range, per
+    xdist worker): every test picks its ports here."""
+    return _free_port("127.0.0.1")
 
 
 class BrokerProcess(MiniKafka):
@@ -59,6 +59,9 @@ class BrokerProcess(MiniKafka):
 def pytest_addoption(parser):
     parser.addoption("--broker", default=os.environ.get("MINIKAFKA_TEST_BROKER", "minikafka"),
                      help="broker under test: minikafka (default), kafka (Apache Kafka reference lab) or HOST:PORT")
+    parser.addoption("--serial", choices=("include", "exclude", "only"), default="include",
+                     help="tests marked `serial` (timing- or load-sensitive: run alone, not beside other xdist "
+                          "workers): include (default), exclude (the parallel pass of `make test`) or only")
 
 
 def broker_kind(config) -> str:
@@ -66,12 +69,15 @@ def broker_kind(config) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
-    if broker_kind(config) == "minikafka":
+    serial = config.getoption("--serial")
+    minikafka = broker_kind(config) == "minikafka"
+    if minikafka and serial == "include":
         return
     keep, drop = [], []
     for item in items:
         internal = item.get_closest_marker("minikafka_only") or "broker_factory" in getattr(item, "fixturenames", ())
-        (drop if internal else keep).append(item)
+        wrong_pass = serial != "include" and (item.get_closest_marker("serial") is not None) != (serial == "only")
+        (drop if wrong_pass or (internal and not minikafka) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -271,16 +271,19 @@ def test_incremental_alter_configs_set_delete(shared_broker):
 
 
 def test_incremental_alter_configs_subtract_append(shared_broker):
+    # (Apache Kafka's describe reads a config cache that its metadata log updates asynchronously: awaited)
     admin = new_admin(shared_broker)
     topic = "adm-alter-list"
     fs = admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact,delete"})])
     assert error_of(fs[topic]) == 0
     assert _incremental(admin, topic, ConfigEntry("cleanup.policy", "delete",
                                                   incremental_operation=AlterConfigOpType.SUBTRACT)) == 0
-    assert describe(admin, topic)["cleanup.policy"] == ("compact", DYNAMIC_TOPIC)
+    wait_until(lambda: describe(admin, topic)["cleanup.policy"] == ("compact", DYNAMIC_TOPIC), timeout=TIMEOUT,
+               what="cleanup.policy described as compact (dynamic topic config)")
     assert _incremental(admin, topic, ConfigEntry("cleanup.policy", "delete",
                                                   incremental_operation=AlterConfigOpType.APPEND)) == 0
-    assert describe(admin, topic)["cleanup.policy"] == ("compact,delete", DYNAMIC_TOPIC)
+    wait_until(lambda: describe(admin, topic)["cleanup.policy"] == ("compact,delete", DYNAMIC_TOPIC), timeout=TIMEOUT,
+               what="cleanup.policy described as compact,delete (dynamic topic config)")
 
 
 def test_incremental_alter_configs_append_to_default(shared_broker):
@@ -292,7 +295,8 @@ def test_incremental_alter_configs_append_to_default(shared_broker):
     assert describe(admin, topic)["cleanup.policy"][0] == "delete"
     assert _incremental(admin, topic, ConfigEntry("cleanup.policy", "compact",
                                                   incremental_operation=AlterConfigOpType.APPEND)) == 0
-    assert describe(admin, topic)["cleanup.policy"] == ("delete,compact", DYNAMIC_TOPIC)
+    wait_until(lambda: describe(admin, topic)["cleanup.policy"] == ("delete,compact", DYNAMIC_TOPIC), timeout=TIMEOUT,
+               what="cleanup.policy described as delete,compact (dynamic topic config)")
 
 
 def test_incremental_alter_configs_unknown_topic(shared_broker):

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.conftest import ROOT, free_port
 from tests.helpers import wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 
 def loopback_envs(compose: dict) -> tuple[dict[str, dict[str, str]], dict[str, int]]:

@@ -12,7 +12,7 @@ import pytest
 from bench.jepsen import run
 from minikafka.testing import MiniKafkaCluster
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 
 def test_no_anomalies_under_kills_and_pauses(tmp_path):

@@ -18,7 +18,7 @@ from tests.cluster_harness import Cluster
 from tests.conftest import ROOT
 from tests.helpers import RawClient, metadata_raw, wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 SESSION_MS = 1500
 CONFIG = {"broker.session.timeout.ms": str(SESSION_MS), "broker.heartbeat.interval.ms": "300"}

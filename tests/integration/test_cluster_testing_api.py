@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.helpers import wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 
 def produce(bootstrap: str, values: list[str]) -> None:

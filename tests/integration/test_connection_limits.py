@@ -156,6 +156,7 @@ def test_backpressure_many_connections_big_produces_all_answered(broker_factory)
     _assert_quiet_log(broker)
 
 
+@pytest.mark.serial  # a latency bound: not beside another xdist worker's load
 def test_pipelining_10000_requests_does_not_delay_a_canary(broker_factory):
     broker = broker_factory()
     n = 10_000

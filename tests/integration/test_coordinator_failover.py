@@ -22,7 +22,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from tests.cluster_harness import Cluster
 from tests.helpers import RawClient, metadata_raw, wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 CONFIG = {"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "2000",
           "broker.heartbeat.interval.ms": "400", "group.initial.rebalance.delay.ms": "0",

@@ -16,7 +16,7 @@ from kafka.protocol.producer import ProduceRequest
 
 from tests.helpers import RawClient, build_batch, decode_records, list_offset, produce_request, wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 MB = 1 << 20
 PARTITIONS = 4

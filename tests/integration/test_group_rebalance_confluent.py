@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.group_helpers import (
     SubprocessConsumer,
     ThreadConsumer,
@@ -20,6 +22,7 @@ from tests.helpers import wait_until
 PARTITIONS = 6
 
 
+@pytest.mark.serial  # a latency bound: not beside another xdist worker's load
 def test_three_consumers_leave_kill_and_resume(group_broker):
     bs = group_broker.bootstrap
     topic = create_topic(bs, unique("grp-confluent"), PARTITIONS)

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.conftest import ROOT
 from tests.helpers import confluent_watermarks, wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 SECONDS = float(os.environ.get("MINIKAFKA_HOSTILE_SECONDS", "20"))
 SCALE = int(os.environ.get("MINIKAFKA_HOSTILE_SCALE", "1"))

@@ -18,7 +18,7 @@ from tests.integration.test_java_client import classpath, lab
 from tests.integration.test_java_eos_tv2 import PROGRAM
 from tests.txn_helpers import consume_to_end
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 N = 300
 
 

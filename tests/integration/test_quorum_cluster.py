@@ -19,7 +19,7 @@ from tests.cluster_harness import Cluster
 from tests.conftest import BrokerProcess, free_port
 from tests.helpers import RawClient, metadata_raw, wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 @pytest.fixture
 def cluster(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from tests.cluster_harness import Cluster
 from tests.helpers import RawClient, build_batch, fetch_all, fetch_once, metadata_raw, produce_raw, wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19

@@ -20,7 +20,7 @@ import pytest
 from minikafka.pipelines import orders
 from tests.helpers import wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.minikafka_only, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.spark, pytest.mark.minikafka_only, pytest.mark.timeout(420), pytest.mark.serial]
 
 # 3 producers x 40 transactions x 25 events = 3000 events, 25 % of the transactions aborted
 GEN = dict(producers=3, txns_per_producer=40, events_per_txn=25, abort_ratio=0.25)

@@ -172,6 +172,7 @@ def test_listener_prefixed_keys_override_broker_wide_ones(tmp_path, pki):
         assert b.stop() == 0
 
 
+@pytest.mark.serial  # a latency bound: not beside another xdist worker's load
 def test_large_fetch_over_tls_does_not_stall_other_clients(tmp_path, pki):
     """A 32 MiB Fetch response goes out over TLS in chunks while another connection is answered."""
     from tests.helpers import RawClient as Raw

@@ -189,6 +189,7 @@ class Canary(threading.Thread):
 P99_LIMIT = 0.25
 
 
+@pytest.mark.serial  # a latency bound: not beside another xdist worker's load
 @pytest.mark.minikafka_only
 def test_big_create_and_delete_do_not_stall_other_clients(broker):
     n = 1000
