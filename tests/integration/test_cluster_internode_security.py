@@ -16,7 +16,7 @@ from tests.conftest import free_port
 from tests.helpers import RawClient, metadata_raw, wait_until
 from tests.tls_certs import PASSWORD, Pki
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]  # three processes with short timeouts
 
 USER, SECRET = "broker", "broker-secret"
 INTRUDER, INTRUDER_SECRET = "mallory", "mallory-secret"  # may log in to the controller listener, no more

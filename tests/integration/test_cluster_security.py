@@ -22,7 +22,7 @@ from tests.cluster_harness import Cluster
 from tests.conftest import free_port
 from tests.helpers import RawClient, wait_until
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]  # three processes with short timeouts
 
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 CONFIG = {"broker.session.timeout.ms": "1500", "broker.heartbeat.interval.ms": "300",

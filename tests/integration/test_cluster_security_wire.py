@@ -18,6 +18,8 @@ from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest, AlterU
 from tests.conftest import ROOT, broker_kind
 from tests.helpers import RawClient
 
+pytestmark = pytest.mark.serial  # three processes (three JVMs on the oracle)
+
 SECURITY = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:ANONYMOUS", "allow.everyone.if.no.acl.found": "false"}
 CLUSTER, LITERAL, ANY, DESCRIBE_CONFIGS, ALLOW = 4, 3, 1, 8, 3

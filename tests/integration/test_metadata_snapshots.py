@@ -13,7 +13,7 @@ from tests.cluster_harness import Cluster
 from tests.helpers import RawClient, metadata_raw, wait_until
 from tests.integration.test_cluster_metadata import brokers, create
 
-pytestmark = pytest.mark.minikafka_only
+pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]  # three processes with short timeouts
 
 CONFIG = {"broker.session.timeout.ms": "1500", "broker.heartbeat.interval.ms": "300",
           "metadata.log.max.record.bytes.between.snapshots": "2000"}
