@@ -17,6 +17,7 @@ read_uncommitted (two readers that must agree on every offset). Nemesis: every 1
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import random
 import sys
@@ -46,9 +47,18 @@ class Workload:
 
     # -- idempotent producer ----------------------------------------------------------------------
     def idempotent(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                      "linger.ms": 2, "message.timeout.ms": 30000, "retry.backoff.ms": 50,
-                      "topic.metadata.refresh.interval.ms": 1000})
+        conf = {"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                "linger.ms": 2, "message.timeout.ms": 30000, "retry.backoff.ms": 50,
+                "topic.metadata.refresh.interval.ms": 1000}
+        if os.environ.get("MINIKAFKA_JEPSEN_CLIENT_LOG"):  # librdkafka's idempotence decisions, for a post-mortem
+            import logging
+            logger = logging.getLogger("jepsen.idempotent")
+            handler = logging.FileHandler(os.environ["MINIKAFKA_JEPSEN_CLIENT_LOG"])
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.DEBUG)
+            conf.update({"debug": "eos,protocol", "logger": logger})
+        p = Producer(conf)
 
         def delivered(err, msg) -> None:
             value = msg.value().decode()
@@ -255,6 +265,11 @@ def main() -> None:
         with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60,
                               data_dir=args.data_dir) as cluster:
             report, facts = run(cluster, args.seconds, args.seed, log=say)
+            if args.data_dir:  # the nodes' logs next to their data
+                import shutil
+                for n, node in cluster.nodes.items():
+                    if node.log_path.exists():
+                        shutil.copy(node.log_path, Path(args.data_dir) / f"node{n}.log")
     result = {**facts, **report.counts(), "ok": report.ok, "examples": dict(report.examples)}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
     sys.exit(0 if report.ok else 1)
