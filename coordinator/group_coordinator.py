@@ -48,6 +48,7 @@ __all__ = ["OFFSETS_TOPIC", "GroupConfig", "GroupCoordinator"]
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 # replication errors of a coordinator append -> what Kafka's coordinator answers (it lost leadership,
 # or the write did not reach enough replicas in time)
+READ_BARRIER_ROUNDS = 3  # committed_view: replication waits before a read goes ahead regardless
 _COORDINATOR_ERRORS = {
     ke.NotLeaderForPartitionError.errno: ke.NotCoordinatorError.errno,
     ke.NotEnoughReplicasError.errno: ke.CoordinatorNotAvailableError.errno,
@@ -209,6 +210,20 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
             return 0
         code = await self.replication(OFFSETS_TOPIC, p, end)
         return 0 if not code else _COORDINATOR_ERRORS.get(code, code)
+
+    async def committed_view(self, group_id: str) -> int:
+        """Before a read of the group's stored state (OffsetFetch): 0 once what this node appended to the
+        group's partition before the read is replicated, else the error to answer — so that a reader never
+        sees a commit that a coordinator failover could still lose (Kafka's coordinators read at the last
+        committed offset). A few rounds while new appends keep arriving, then the read goes ahead."""
+        if self.replication is None:
+            return 0
+        p = self.partition_for(group_id)
+        for _ in range(READ_BARRIER_ROUNDS):
+            end = self._append_end.get(p)
+            if (code := await self.durable(group_id)) or self._append_end.get(p) == end:
+                return code
+        return 0
 
     async def load_partition(self, partition: int, epoch: int) -> None:
         """This node became the leader of `partition` in leader epoch `epoch`: replay it (requests for its

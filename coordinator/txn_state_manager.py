@@ -191,6 +191,19 @@ class TxnStateManager:
             return ke.NotCoordinatorError.errno
         return ke.CoordinatorNotAvailableError.errno
 
+    async def committed_view(self, transactional_id: str) -> int:
+        """Before a read of the id's state (DescribeTransactions): as GroupCoordinator.committed_view, the
+        appends made before the read replicated first (Kafka shows a transition only once it is
+        written), a few rounds at most; 0 or the error to answer."""
+        if self.replication is None:
+            return 0
+        p = self.partition_for(transactional_id)
+        for _ in range(3):
+            end = self.append_end.get(p)
+            if (code := await self.durable(transactional_id)) or self.append_end.get(p) == end:
+                return code
+        return 0
+
     # ---------------------------------------------------------------- loading
 
     def start_loading(self, on_loaded: Callable[[int, list[TxnMetadata]], None]) -> None:

@@ -24,6 +24,11 @@ async def handle_describe_transactions(ctx: RequestContext,
                                 transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=0,
                                 producer_id=0, producer_epoch=0, topics=[]))
             continue
+        if (code := await ctx.broker.txns.txns.committed_view(txn_id)):  # cluster: only replicated state is shown
+            out.append(TxnState(error_code=code, transactional_id=txn_id, transaction_state="",
+                                transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0,
+                                producer_epoch=0, topics=[]))
+            continue
         d = ctx.broker.txns.describe(txn_id)
         by_topic: dict[str, list[int]] = {}
         visible = authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, {topic for topic, _p in d.partitions})

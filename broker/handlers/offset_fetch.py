@@ -19,15 +19,18 @@ GroupTopic = Group.OffsetFetchResponseTopics
 GroupPartition = GroupTopic.OffsetFetchResponsePartitions
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool, by_id: bool,
-           member: tuple[str | None, int] = (None, -1)):
+async def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool, by_id: bool,
+                 member: tuple[str | None, int] = (None, -1)):
     """(group error, [(name, topic id, rows)]) with rows (partition, offset, epoch, metadata, error);
     `member`: (member id, member epoch) of v9+. As Kafka: DESCRIBE on the group, else
     GROUP_AUTHORIZATION_FAILED; topics the principal may not DESCRIBE are left out of an all-topics
-    answer and answered TOPIC_AUTHORIZATION_FAILED (after the others) when asked for by name."""
+    answer and answered TOPIC_AUTHORIZATION_FAILED (after the others) when asked for by name. On a
+    cluster, commits not yet replicated are waited for, never shown."""
     state = ctx.broker
     if not authorize(ctx, acl.DESCRIBE, acl.GROUP, group_id):
         return ke.GroupAuthorizationFailedError.errno, []
+    if (code := await state.groups.committed_view(group_id)):
+        return code, []
     if topics is None:
         code, found = state.groups.fetch_offsets(group_id, None, require_stable, *member)
         if state.authorizer is not None and found:
@@ -73,14 +76,14 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
         groups = []
         for g in req.groups:
             member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
-            code, topics = _fetch(ctx, g.group_id, g.topics, require_stable, by_id=v >= 10, member=member)
+            code, topics = await _fetch(ctx, g.group_id, g.topics, require_stable, by_id=v >= 10, member=member)
             groups.append(Group(group_id=g.group_id, error_code=code, topics=[
                 GroupTopic(name=name if v < 10 else None, topic_id=tid, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                                    error_code=err) for p, o, e, m, err in rows])
                 for name, tid, rows in topics]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    code, topics = _fetch(ctx, req.group_id, req.topics, require_stable, by_id=False)
+    code, topics = await _fetch(ctx, req.group_id, req.topics, require_stable, by_id=False)
     if code and v < 2 and req.topics:
         # v1 has no group-level error: every requested partition carries it
         topics = [(t.name, ZERO_UUID, [(p, -1, -1, "", code) for p in t.partition_indexes]) for t in req.topics]

@@ -243,3 +243,53 @@ def test_group_keeps_offsets_and_rebalances_after_its_coordinators_kill(cluster)
     first.close()
     second.close()
     restart_and_wait_in_sync(cluster, dead)
+
+
+def test_a_commit_is_not_visible_before_it_is_replicated(cluster):
+    """A reader never sees a committed offset that a coordinator failover could still lose: with both
+    followers of the group's `__consumer_offsets` partition paused, a commit waits for replication, and
+    an OffsetFetch meanwhile answers the earlier offset or an error, never the unreplicated one (Kafka's
+    coordinators read at the last committed offset). Once the followers are back it is visible."""
+    from threading import Thread
+
+    from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+
+    group = "g-unreplicated"
+    node = coordinator(cluster, GROUP, group)
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+
+    def commit(client: RawClient, offset: int):
+        return client.request(OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=[T(name=TOPIC, partitions=[T.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")])]),
+            8).topics[0].partitions[0].error_code
+
+    def fetch(client: RawClient) -> tuple[int, int]:
+        resp = client.request(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+            name=TOPIC, partition_indexes=[0])], require_stable=False), 7)
+        if resp.error_code:
+            return resp.error_code, -1
+        return resp.topics[0].partitions[0].error_code, resp.topics[0].partitions[0].committed_offset
+
+    bootstrap = cluster.nodes[node].bootstrap
+    with RawClient(bootstrap, timeout=20.0) as writer, RawClient(bootstrap, timeout=20.0) as reader:
+        assert commit(writer, 5) == 0
+        assert fetch(reader) == (0, 5)
+        others = [n for n in cluster.nodes if n != node]
+        for n in others:
+            cluster.pause(n)
+        try:
+            answers: list[int] = []
+            pending = Thread(target=lambda: answers.append(commit(writer, 9)))
+            pending.start()
+            time.sleep(0.5)  # the commit is appended on the coordinator and waits for the paused followers
+            seen = [fetch(reader) for _ in range(2)]
+            assert all(offset != 9 for _code, offset in seen), seen
+            pending.join(30)
+            assert answers and answers[0] != 0, "a commit answered before its followers had it"
+        finally:
+            for n in others:
+                cluster.resume(n)
+        # the followers are back: the commit's record reaches them and, committed, becomes visible
+        wait_until(lambda: fetch(reader) == (0, 9), timeout=30, interval=0.3, what="the commit once replicated")
