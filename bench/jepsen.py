@@ -8,11 +8,22 @@ offset-mismatch and unexpected counts).
     .venv/bin/python -m bench.jepsen --against kafka --seconds 120  # the same run against three Apache Kafka nodes
 
 Workload: an idempotent confluent-kafka producer (acks=all) writes "i:<seq>" round-robin to 3 partitions
-of `jepsen` (replication factor 3, min.insync.replicas 2); a transactional producer writes transactions
+of `jepsen` (replication factor 3, min.insync.replicas 2), one request in flight per connection by default
+(`--writer-in-flight`, below); a transactional producer writes transactions
 of 4 records over the 3 partitions of `jepsen-tx` and commits or aborts them (1 in 4 aborted on
 purpose). Afterwards every partition is read from offset 0 to its end twice: read_committed and
 read_uncommitted (two readers that must agree on every offset). Nemesis: every 1-3 s one random node is killed -9 (restarted 1-3 s later) or paused (resumed
 1-3 s later); never two nodes at once, so a majority is always up.
+
+Why the idempotent writer keeps one request in flight: librdkafka (2.x, still in its master) answers
+OUT_OF_ORDER_SEQUENCE_NUMBER for a request that is not the head of its partition's in-flight requests (the
+head failed, e.g. NOT_LEADER_OR_FOLLOWER during a leader change, so the next one skips a sequence — the
+answer Apache Kafka gives too) by bumping the producer epoch and renumbering *every* queued message of
+every partition, including messages of another partition whose request failed with a disconnect and
+was in fact written: those are then written a second time. This is confluentinc/librdkafka#4953
+(reported against Apache Kafka; the fix, #4972, is not merged). It is a client defect, so the checked
+writer avoids it with max.in.flight.requests.per.connection=1 (no request can skip a sequence; an
+out-of-order answer would then be fatal and fail the run). `--writer-in-flight 5` reproduces it.
 """
 from __future__ import annotations
 
@@ -36,9 +47,10 @@ TOPIC, TXN_TOPIC, PARTITIONS = "jepsen", "jepsen-tx", 3
 
 
 class Workload:
-    def __init__(self, bootstrap: str, rng: random.Random) -> None:
+    def __init__(self, bootstrap: str, rng: random.Random, writer_in_flight: int = 1) -> None:
         self.bootstrap = bootstrap
         self.rng = rng
+        self.writer_in_flight = writer_in_flight
         self.attempts: dict[str, Attempt] = {}  # id -> the attempt as it stands (outcome settled later)
         self.txns: dict[str, str] = {}  # txn id -> committed | aborted | unknown
         self.stop = threading.Event()
@@ -49,7 +61,8 @@ class Workload:
     def idempotent(self) -> None:
         conf = {"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
                 "linger.ms": 2, "message.timeout.ms": 30000, "retry.backoff.ms": 50,
-                "topic.metadata.refresh.interval.ms": 1000}
+                "topic.metadata.refresh.interval.ms": 1000,
+                "max.in.flight.requests.per.connection": self.writer_in_flight}
         if os.environ.get("MINIKAFKA_JEPSEN_CLIENT_LOG"):  # librdkafka's idempotence decisions, for a post-mortem
             import logging
             logger = logging.getLogger("jepsen.idempotent")
@@ -80,6 +93,11 @@ class Workload:
                     del self.attempts[value]
                 p.poll(0.05)
                 continue
+            except KafkaException as exc:  # a fatal idempotence error (e.g. a sequence desync): the run fails
+                with self.lock:
+                    del self.attempts[value]
+                    self.errors.append(f"idempotent producer: {exc.args[0]}")
+                break
             seq += 1
             p.poll(0.004)
         p.flush(60)
@@ -206,13 +224,13 @@ def read_all(bootstrap: str, topic: str, read_committed: bool, timeout_s: float 
         c.close()
 
 
-def run(cluster, seconds: float, seed: int, log=print) -> tuple[Report, dict]:
+def run(cluster, seconds: float, seed: int, log=print, writer_in_flight: int = 1) -> tuple[Report, dict]:
     """One run on a running cluster (minikafka.testing.MiniKafkaCluster or alike: ids, kill, start_node,
     pause, resume, create_topic, bootstrap_servers). Returns the checker's report and run facts."""
     rng = random.Random(seed)
     cluster.create_topic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
     cluster.create_topic(TXN_TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-    w = Workload(cluster.bootstrap_servers, rng)
+    w = Workload(cluster.bootstrap_servers, rng, writer_in_flight)
     nemesis = Nemesis(cluster, random.Random(seed + 1), log)
     threads = [threading.Thread(target=w.idempotent, name="idempotent"),
                threading.Thread(target=w.transactional, name="transactional"),
@@ -233,7 +251,7 @@ def run(cluster, seconds: float, seed: int, log=print) -> tuple[Report, dict]:
              for r in read_all(cluster.bootstrap_servers, topic, committed)]
     report = check(w.attempts.values(), [Txn(t, o) for t, o in w.txns.items()], reads)
     attempts = list(w.attempts.values())
-    facts = {"seed": seed, "seconds": seconds, "faults": nemesis.faults,
+    facts = {"seed": seed, "seconds": seconds, "faults": nemesis.faults, "client_errors": list(w.errors),
              "acked": sum(1 for a in attempts if a.txn is None and a.outcome == "ok"),
              "unknown": sum(1 for a in attempts if a.txn is None and a.outcome == "unknown"),
              **{f"txns_{o}": sum(1 for v in w.txns.values() if v == o) for o in ("committed", "aborted", "unknown")},
@@ -248,6 +266,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--against", choices=("minikafka", "kafka"), default="minikafka",
                     help="kafka: the same run against a three-node Apache Kafka (scripts/apache_kafka.py)")
+    ap.add_argument("--writer-in-flight", type=int, choices=range(1, 6), default=1,
+                    help="the idempotent writer's max.in.flight.requests.per.connection (above 1: librdkafka#4953)")
     ap.add_argument("--data-dir", default=None,
                     help="minikafka: keep the nodes' data and logs here (a post-mortem of a failed run)")
     args = ap.parse_args()
@@ -256,7 +276,8 @@ def main() -> None:
         from scripts.apache_kafka import KafkaCluster
         cluster = KafkaCluster(3, heap="384m", overrides={"min.insync.replicas": "2"}).start()
         try:
-            report, facts = run(cluster, args.seconds, args.seed, log=say)
+            report, facts = run(cluster, args.seconds, args.seed, log=say,
+                                writer_in_flight=args.writer_in_flight)
         finally:
             cluster.stop()
             cluster.cleanup()
@@ -264,15 +285,17 @@ def main() -> None:
         from minikafka.testing import MiniKafkaCluster
         with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60,
                               data_dir=args.data_dir) as cluster:
-            report, facts = run(cluster, args.seconds, args.seed, log=say)
+            report, facts = run(cluster, args.seconds, args.seed, log=say,
+                                writer_in_flight=args.writer_in_flight)
             if args.data_dir:  # the nodes' logs next to their data
                 import shutil
                 for n, node in cluster.nodes.items():
                     if node.log_path.exists():
                         shutil.copy(node.log_path, Path(args.data_dir) / f"node{n}.log")
-    result = {**facts, **report.counts(), "ok": report.ok, "examples": dict(report.examples)}
+    ok = report.ok and not facts["client_errors"]
+    result = {**facts, **report.counts(), "ok": ok, "examples": dict(report.examples)}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
-    sys.exit(0 if report.ok else 1)
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
