@@ -111,6 +111,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         # (ReplicaManager.wait_replicated with a bound); None on a single node
         self.replication: Callable[[str, int, int], Awaitable[int]] | None = None
         self._append_end: dict[int, int] = {}  # partition -> end offset of this node's last append
+        self._group_end: dict[str, int] = {}  # group -> end offset of its last append not yet seen replicated
         self._append_check: Callable[[str, int], int] = lambda _t, _p: 0
         # KIP-848 groups, same partitions; group_configs: per-group overrides (broker/group_configs.py)
         self.consumer = ConsumerGroupCoordinator(self, config.consumer, group_configs)
@@ -212,17 +213,23 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         return 0 if not code else _COORDINATOR_ERRORS.get(code, code)
 
     async def committed_view(self, group_id: str) -> int:
-        """Before a read of the group's stored state (OffsetFetch): 0 once what this node appended to the
-        group's partition before the read is replicated, else the error to answer — so that a reader never
-        sees a commit that a coordinator failover could still lose (Kafka's coordinators read at the last
-        committed offset). A few rounds while new appends keep arriving, then the read goes ahead."""
+        """Before a read of the group's stored state (OffsetFetch): 0 once this node's appends for the
+        group made before the read are replicated, else the error to answer — a reader never sees a
+        commit that a coordinator failover could still lose (Kafka's coordinators read at the last
+        committed offset). Only the group's own writes are waited for (other groups sharing the
+        partition do not hold its readers up); a few rounds while new ones keep arriving."""
         if self.replication is None:
             return 0
         p = self.partition_for(group_id)
         for _ in range(READ_BARRIER_ROUNDS):
-            end = self._append_end.get(p)
-            if (code := await self.durable(group_id)) or self._append_end.get(p) == end:
-                return code
+            end = self._group_end.get(group_id)
+            if end is None:
+                return 0
+            if (code := await self.replication(OFFSETS_TOPIC, p, end)):
+                return _COORDINATOR_ERRORS.get(code, code)
+            if self._group_end.get(group_id) == end:
+                del self._group_end[group_id]
+                return 0
         return 0
 
     async def load_partition(self, partition: int, epoch: int) -> None:
@@ -268,6 +275,8 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         self._loading.discard(partition)
         self._loaded.discard(partition)
         self._append_end.pop(partition, None)
+        for group_id in [g for g in self._group_end if self.partition_for(g) == partition]:
+            del self._group_end[group_id]
         from .group_metadata import JoinResult, SyncResult
         not_coordinator = ke.NotCoordinatorError.errno
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
@@ -304,7 +313,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
                 if (code := self._append_check(OFFSETS_TOPIC, partition)):
                     raise group_error(ke.for_code(_COORDINATOR_ERRORS.get(code, code)))
                 info = plog.append(batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR)
-                self._append_end[partition] = info.last_offset + 1
+                self._append_end[partition] = self._group_end[group_id] = info.last_offset + 1
         except Exception as exc:
             code = exc.errno if isinstance(exc, GroupError) else self._error_code(exc)
             log.warning("group %s: %s append failed: %r", group_id, OFFSETS_TOPIC, exc)

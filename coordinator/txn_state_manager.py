@@ -70,6 +70,7 @@ class TxnStateManager:
         # on a single node
         self.replication: Callable[[str, int, int], Awaitable[int]] | None = None
         self.append_end: dict[int, int] = {}  # partition -> end offset of this node's last append
+        self.id_end: dict[str, int] = {}  # transactional id -> end of its last append not yet seen replicated
         self.append_check: Callable[[str, int], int] = lambda _t, _p: 0
         self.loading: set[int] = set()
         self.load_task: asyncio.Task | None = None
@@ -172,6 +173,8 @@ class TxnStateManager:
         self.cache.pop(partition, None)
         self.loading.discard(partition)
         self.append_end.pop(partition, None)
+        for txn_id in [t for t in self.id_end if self.partition_for(t) == partition]:
+            del self.id_end[txn_id]
         if was is not None:
             log.info("resigned as coordinator of %s-%d (epoch %d)", TXN_TOPIC, partition, was)
 
@@ -182,9 +185,10 @@ class TxnStateManager:
             return 0
         p = self.partition_for(transactional_id)
         end = self.append_end.get(p)
-        if end is None:
-            return 0
-        code = await self.replication(TXN_TOPIC, p, end)
+        return 0 if end is None else await self._replicated(p, end)
+
+    async def _replicated(self, partition: int, end: int) -> int:
+        code = await self.replication(TXN_TOPIC, partition, end)
         if not code:
             return 0
         if code in (ke.NotLeaderForPartitionError.errno, ke.KafkaStorageError.errno):
@@ -193,15 +197,20 @@ class TxnStateManager:
 
     async def committed_view(self, transactional_id: str) -> int:
         """Before a read of the id's state (DescribeTransactions): as GroupCoordinator.committed_view, the
-        appends made before the read replicated first (Kafka shows a transition only once it is
+        id's appends made before the read replicated first (Kafka shows a transition only once it is
         written), a few rounds at most; 0 or the error to answer."""
         if self.replication is None:
             return 0
         p = self.partition_for(transactional_id)
         for _ in range(3):
-            end = self.append_end.get(p)
-            if (code := await self.durable(transactional_id)) or self.append_end.get(p) == end:
+            end = self.id_end.get(transactional_id)
+            if end is None:
+                return 0
+            if (code := await self._replicated(p, end)):
                 return code
+            if self.id_end.get(transactional_id) == end:
+                del self.id_end[transactional_id]
+                return 0
         return 0
 
     # ---------------------------------------------------------------- loading
@@ -330,7 +339,7 @@ class TxnStateManager:
                                                  else ke.CoordinatorNotAvailableError.errno,
                                                  f"{TXN_TOPIC}-{p}: error {code} before the append")
                 info = plog.append(batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR)
-                self.append_end[p] = info.last_offset + 1
+                self.append_end[p] = self.id_end[txn_id] = info.last_offset + 1
         except BaseException:
             meta.abort_transition()
             raise
