@@ -283,9 +283,11 @@ def test_a_commit_is_not_visible_before_it_is_replicated(cluster):
             answers: list[int] = []
             pending = Thread(target=lambda: answers.append(commit(writer, 9)))
             pending.start()
-            time.sleep(0.5)  # the commit is appended on the coordinator and waits for the paused followers
-            seen = [fetch(reader) for _ in range(2)]
-            assert all(offset != 9 for _code, offset in seen), seen
+            # until the commit is appended the reader sees 5; from then on it must not see 9
+            deadline = time.monotonic() + 10
+            while (seen := fetch(reader)) == (0, 5):
+                assert time.monotonic() < deadline, "the commit was never appended"
+            assert seen[0] != 0 and seen[1] != 9, seen
             pending.join(30)
             assert answers and answers[0] != 0, "a commit answered before its followers had it"
         finally:
