@@ -97,7 +97,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     43: ApiEntry("controller", 0, 2),  # ElectLeaders
     44: ApiEntry("controller_security", 0, 1),  # IncrementalAlterConfigs (BROKER configs forwarded by brokers)
     51: ApiEntry("controller_security", 0, 0),  # AlterUserScramCredentials (forwarded by brokers)
-    52: ApiEntry("quorum", 0, 1),  # Vote
+    52: ApiEntry("quorum", 0, 2),  # Vote (v2: KIP-996 pre-vote)
     53: ApiEntry("quorum", 0, 1),  # BeginQuorumEpoch
     54: ApiEntry("quorum", 0, 1),  # EndQuorumEpoch
     55: ApiEntry("quorum", 0, 2),  # DescribeQuorum

@@ -43,7 +43,7 @@ def _driver(ctx: RequestContext):
     return getattr(ctx.broker, "quorum", None)
 
 
-@handles(VoteRequest, VoteResponse, 0, 1, controller=True)
+@handles(VoteRequest, VoteResponse, 0, 2, controller=True)
 async def handle_vote(ctx: RequestContext, req: VoteRequest) -> VoteResponse:
     if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
         return wire.vote_response(None, CLUSTER_AUTHORIZATION_FAILED)

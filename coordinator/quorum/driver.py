@@ -404,12 +404,12 @@ class QuorumDriver:
         peer = self.peers[v]
         if isinstance(msg, VoteRequest):
             resp = await peer.request(wire.vote_request(msg, v, self.cluster_id), wire.VOTE_VERSION, m.VoteResponse)
-            answer: Message | None = wire.from_vote_response(resp, v)
+            answer: Message | None = wire.from_vote_response(resp, v, msg.pre_vote)
         elif isinstance(msg, FetchRequest):
             from kafka.protocol.consumer import FetchResponse as KFetchResponse
             resp = await peer.request(wire.fetch_request(msg, self.cluster_id, self.fetch_max_wait_ms),
                                       wire.FETCH_VERSION, KFetchResponse)
-            answer = wire.from_fetch_response(resp, msg.fetch_offset)
+            answer = wire.from_fetch_response(resp, msg.fetch_offset, msg.fetch_id)
         elif isinstance(msg, FetchSnapshotRequest):
             snap = await self._download_snapshot(v, msg)
             self._dispatch(self.node.receive(snap, _now_ms()))

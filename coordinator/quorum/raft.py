@@ -12,9 +12,14 @@ driver, driver.py, over Kafka's RPCs). KRaft's shape rather than textbook Raft's
   only once it covers an entry of the leader's own epoch — a new leader begins its epoch by appending a
   LEADER_CHANGE entry, so earlier epochs' entries commit only underneath one of its own.
 * **Elections.** A follower that has not heard from its leader for `fetch_timeout_ms`, or an unattached
-  node after its randomized election timeout, becomes a candidate for epoch + 1 and asks for votes;
-  a voter grants at most one vote per epoch, only to a candidate whose log is at least as up to date
-  ((last epoch, end offset) ordering). The winner announces itself with BeginQuorumEpoch.
+  node after its randomized election timeout, first becomes *prospective* (KIP-996 pre-vote): it asks
+  the voters, without changing its epoch, whether they would vote for it in epoch + 1. A voter grants a
+  pre-vote to a node whose log is at least as up to date unless it leads, or follows a leader it has
+  fetched from in this epoch (it answers that leader, and the prospective node follows it again). Only
+  with a majority of pre-votes does it become a candidate for epoch + 1 and ask for votes; a voter
+  grants at most one vote per epoch, only to a candidate whose log is at least as up to date
+  ((last epoch, end offset) ordering). The winner announces itself with BeginQuorumEpoch. So a voter
+  that was paused or cut off and comes back does not depose a working leader.
 * **Fencing.** Every message carries its epoch; anything from an older epoch is answered with the
   newer epoch (and the known leader) and changes nothing. A leader that has not been fetched from by a
   majority within `fetch_timeout_ms` resigns (check quorum), so a partitioned old leader stops acting;
@@ -39,10 +44,11 @@ from .log import LEADER_CHANGE, Entry, QuorumLog
 # -- messages -------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class VoteRequest:
-    epoch: int
+    epoch: int  # the epoch the candidate stands in (a pre-vote: the one it would stand in)
     candidate: int
     last_epoch: int
     end_offset: int
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,7 @@ class VoteResponse:
     voter: int
     granted: bool
     leader: int | None = None
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,8 @@ class FetchRequest:
     replica: int
     fetch_offset: int
     last_fetched_epoch: int
+    fetch_id: int = 0  # the follower's count of its fetches; the answer carries it back (not on the wire:
+    # the driver pairs each answer with its request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +95,7 @@ class FetchResponse:
     diverging: tuple[int, int] | None = None  # (epoch, end offset) to truncate to
     fenced: bool = False  # the request's epoch is stale (or the responder is no leader)
     snapshot_id: tuple[int, int] | None = None  # (end offset, epoch): fetch below the log start, get this snapshot
+    fetch_id: int = 0  # the FetchRequest.fetch_id answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +168,7 @@ class RaftConfig:
     max_fetch_entries: int = 64
 
 
-FOLLOWER, UNATTACHED, CANDIDATE, LEADER = "follower", "unattached", "candidate", "leader"
+FOLLOWER, UNATTACHED, PROSPECTIVE, CANDIDATE, LEADER = "follower", "unattached", "prospective", "candidate", "leader"
 
 
 class RaftNode:
@@ -182,6 +192,8 @@ class RaftNode:
         self._next_fetch = 0
         self._next_begin = 0  # leader: when BeginQuorumEpoch goes again to voters that have not fetched
         self._fetch_inflight = False
+        self._fetched_from_leader = False  # follower: a fetch answer of this leader applied (pre-votes refused)
+        self._fetch_id = 0  # the last fetch sent: only its answer is applied (an older one is stale)
 
     # -- views ----------------------------------------------------------------------------------------
     @property
@@ -250,11 +262,13 @@ class RaftNode:
                            if v != self.id and now - self._fetched_at.get(v, now - every) >= every)
             return out
         if now >= self._deadline:
-            return self._start_election(now)
+            return self._become_prospective(now)
         if self.role == FOLLOWER and self.leader is not None and not self._fetch_inflight and now >= self._next_fetch:
             self._fetch_inflight = True
             self._next_fetch = now + self.config.fetch_interval_ms
-            out.append((self.leader, FetchRequest(self.epoch, self.id, self.log.end_offset, self.log.last_epoch)))
+            self._fetch_id += 1
+            out.append((self.leader, FetchRequest(self.epoch, self.id, self.log.end_offset, self.log.last_epoch,
+                                                  self._fetch_id)))
         elif self.role == FOLLOWER and self._fetch_inflight and now >= self._next_fetch + self.config.fetch_timeout_ms:
             self._fetch_inflight = False  # the request (or its answer) was lost: send another
         return out
@@ -312,8 +326,20 @@ class RaftNode:
             self._persist(epoch, None)
         self.role, self.leader = FOLLOWER, leader
         self._fetch_inflight = False
+        self._fetched_from_leader = False
         self._next_fetch = now
         self._deadline = now + self.config.fetch_timeout_ms
+
+    def _become_prospective(self, now: int) -> Outgoing:
+        """The fetch or election timeout passed: ask for pre-votes (KIP-996); the epoch stays."""
+        if self.majority <= 1:
+            return self._start_election(now)
+        self.role, self.leader = PROSPECTIVE, None
+        self._fetch_inflight = False
+        self._votes = {self.id}
+        self._deadline = now + self._election_timeout()
+        req = VoteRequest(self.epoch + 1, self.id, self.log.last_epoch, self.log.end_offset, pre_vote=True)
+        return [(v, req) for v in self.voters if v != self.id]
 
     def _start_election(self, now: int) -> Outgoing:
         self._persist(self.epoch + 1, self.id)
@@ -345,6 +371,8 @@ class RaftNode:
 
     # -- votes ----------------------------------------------------------------------------------------
     def _on_vote(self, req: VoteRequest, now: int) -> Outgoing:
+        if req.pre_vote:
+            return [(req.candidate, self._pre_vote(req))]
         if req.epoch < self.epoch:
             return [(req.candidate, VoteResponse(self.epoch, self.id, False, self.leader))]
         if req.epoch > self.epoch:
@@ -358,10 +386,33 @@ class RaftNode:
             self._deadline = now + self._election_timeout()
         return [(req.candidate, VoteResponse(self.epoch, self.id, granted, self.leader))]
 
+    def _pre_vote(self, req: VoteRequest) -> VoteResponse:
+        """A pre-vote changes nothing here (no epoch, no vote, no timer). Refused when the asking node is
+        behind this one's epoch, when this node leads, or follows a leader it has fetched from; else
+        granted to a log at least as up to date."""
+        if req.epoch - 1 < self.epoch or self.role == LEADER or (self.role == FOLLOWER and self._fetched_from_leader):
+            return VoteResponse(self.epoch, self.id, False, self.leader, pre_vote=True)
+        up_to_date = (req.last_epoch, req.end_offset) >= (self.log.last_epoch, self.log.end_offset)
+        return VoteResponse(self.epoch, self.id, up_to_date, None, pre_vote=True)
+
+    def _on_pre_vote_response(self, resp: VoteResponse, now: int) -> Outgoing:
+        if self.role != PROSPECTIVE or resp.epoch < self.epoch:
+            return []
+        if not resp.granted:
+            if resp.leader is not None and resp.leader != self.id:
+                self._become_follower(self.epoch, resp.leader, now)  # its leader is alive: follow it again
+            return []
+        self._votes.add(resp.voter)
+        if len(self._votes) >= self.majority:
+            return self._start_election(now)
+        return []
+
     def _on_vote_response(self, resp: VoteResponse, now: int) -> Outgoing:
         if resp.epoch > self.epoch:
             self._observe_epoch(resp.epoch, resp.leader, now)
             return []
+        if resp.pre_vote:
+            return self._on_pre_vote_response(resp, now)
         if self.role == CANDIDATE and resp.epoch == self.epoch and resp.leader not in (None, self.id):
             self._become_follower(resp.epoch, resp.leader, now)  # this epoch already has its leader
             return []
@@ -377,26 +428,29 @@ class RaftNode:
         if req.epoch > self.epoch:
             self._become_unattached(req.epoch, now)  # a leader we have not heard of yet
         if self.role != LEADER or req.epoch < self.epoch:
-            return [(req.replica, FetchResponse(self.epoch, self.leader, fenced=True))]
+            return [(req.replica, FetchResponse(self.epoch, self.leader, fenced=True, fetch_id=req.fetch_id))]
         log = self.log
         if req.fetch_offset < log.start_offset and self.p.snapshot is not None:
             self._fetched_at[req.replica] = now  # alive, though not caught up
             return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark,
-                                                snapshot_id=self.p.snapshot[:2]))]
+                                                snapshot_id=self.p.snapshot[:2], fetch_id=req.fetch_id))]
         if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
             epoch, end = log.end_offset_for_epoch(req.last_fetched_epoch)
             if epoch != req.last_fetched_epoch or end < req.fetch_offset:
                 if end < log.start_offset and self.p.snapshot is not None:  # diverges inside the snapshot
                     self._fetched_at[req.replica] = now
                     return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark,
-                                                        snapshot_id=self.p.snapshot[:2]))]
-                return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark, diverging=(epoch, end)))]
+                                                        snapshot_id=self.p.snapshot[:2], fetch_id=req.fetch_id))]
+                return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark,
+                                                    base_offset=req.fetch_offset, diverging=(epoch, end),
+                                                    fetch_id=req.fetch_id))]
         if req.replica in self._follower_end:
             self._follower_end[req.replica] = max(self._follower_end[req.replica], req.fetch_offset)
             self._fetched_at[req.replica] = now
             self._advance_high_watermark()
         entries = tuple(log.read(req.fetch_offset, self.config.max_fetch_entries))
-        return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark, entries, req.fetch_offset))]
+        return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark, entries, req.fetch_offset,
+                                            fetch_id=req.fetch_id))]
 
     def _on_fetch_response(self, resp: FetchResponse, now: int) -> Outgoing:
         if resp.epoch > self.epoch or (resp.fenced and resp.epoch == self.epoch and resp.leader not in (None, self.leader)):
@@ -404,6 +458,8 @@ class RaftNode:
             return []
         if self.role != FOLLOWER or resp.epoch < self.epoch or resp.leader != self.leader:
             return []  # stale: from an older epoch or another node
+        if resp.fetch_id != self._fetch_id:
+            return []  # the answer to an earlier fetch (a repeated BeginQuorumEpoch sent another): stale
         self._fetch_inflight = False
         if resp.fenced:
             return []
@@ -424,12 +480,14 @@ class RaftNode:
             if truncate_at >= log.end_offset:
                 return []  # no progress: fetch again later (next_fetch), the fetch timeout runs on
             log.truncate_to(truncate_at)
+            self._fetched_from_leader = True
             self._deadline = now + self.config.fetch_timeout_ms
             self._next_fetch = now  # fetch again at once from the matching point
             return []
         if resp.base_offset != log.end_offset:
             return []  # an answer to an older fetch
         log.extend(resp.entries)
+        self._fetched_from_leader = True
         self._deadline = now + self.config.fetch_timeout_ms
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, log.end_offset))
         if resp.entries:
@@ -468,6 +526,7 @@ class RaftNode:
         if offset <= self.log.start_offset or offset < self.high_watermark:
             return []  # not newer than what this node has
         self._deadline = now + self.config.fetch_timeout_ms
+        self._fetched_from_leader = True
         self.p.install_snapshot(offset, epoch, resp.state)  # the snapshot is committed: at most the HW
         self.high_watermark = max(self.high_watermark, offset)
         return []

@@ -45,7 +45,7 @@ INCONSISTENT_CLUSTER_ID = 104
 FENCING_ERRORS = frozenset({NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH})
 
 FETCH_VERSION = 16
-VOTE_VERSION = 1
+VOTE_VERSION = 2  # v2: PreVote (KIP-996)
 BEGIN_VERSION = 1
 END_VERSION = 1
 FETCH_SNAPSHOT_VERSION = 0
@@ -67,7 +67,7 @@ def _leader(leader_id: int) -> int | None:
 def vote_request(msg: VoteRequest, voter: int, cluster_id: str | None) -> KVoteRequest:
     part = KVoteRequest.TopicData.PartitionData(
         partition_index=METADATA_PARTITION, candidate_epoch=msg.epoch, candidate_id=msg.candidate,
-        last_offset_epoch=msg.last_epoch, last_offset=msg.end_offset)
+        last_offset_epoch=msg.last_epoch, last_offset=msg.end_offset, pre_vote=msg.pre_vote)
     return KVoteRequest(cluster_id=cluster_id, voter_id=voter,
                         topics=[KVoteRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
 
@@ -77,7 +77,8 @@ def from_vote_request(req: KVoteRequest) -> VoteRequest | None:
     part = _our_partition(req)
     if part is None:
         return None
-    return VoteRequest(part.candidate_epoch, part.candidate_id, part.last_offset_epoch, part.last_offset)
+    return VoteRequest(part.candidate_epoch, part.candidate_id, part.last_offset_epoch, part.last_offset,
+                       bool(getattr(part, "pre_vote", False)))
 
 
 def vote_response(msg: VoteResponse | None, error: int = NONE) -> KVoteResponse:
@@ -91,11 +92,12 @@ def vote_response(msg: VoteResponse | None, error: int = NONE) -> KVoteResponse:
                          node_endpoints=[])
 
 
-def from_vote_response(resp: KVoteResponse, voter: int) -> VoteResponse | None:
+def from_vote_response(resp: KVoteResponse, voter: int, pre_vote: bool = False) -> VoteResponse | None:
+    """The core's VoteResponse; `pre_vote` comes from the request it answers (the answer does not say)."""
     part = _our_partition(resp)
     if resp.error_code != NONE or part is None or part.error_code != NONE:
         return None
-    return VoteResponse(part.leader_epoch, voter, bool(part.vote_granted), _leader(part.leader_id))
+    return VoteResponse(part.leader_epoch, voter, bool(part.vote_granted), _leader(part.leader_id), pre_vote)
 
 
 # -- BeginQuorumEpoch / EndQuorumEpoch ---------------------------------------------------------------------
@@ -194,9 +196,9 @@ def fetch_response(msg: FetchResponse, request_epoch: int) -> Any:
                                                                            partitions=[part])])
 
 
-def from_fetch_response(resp: Any, fetch_offset: int) -> FetchResponse | None:
-    """The core's FetchResponse to a fetch from `fetch_offset`; None for an answer that is no quorum
-    answer (a top-level error, no partition of ours, an unexpected error code)."""
+def from_fetch_response(resp: Any, fetch_offset: int, fetch_id: int = 0) -> FetchResponse | None:
+    """The core's FetchResponse to the fetch `fetch_id` from `fetch_offset`; None for an answer that is no
+    quorum answer (a top-level error, no partition of ours, an unexpected error code)."""
     if resp.error_code != NONE:
         return None
     for topic in resp.responses or ():
@@ -207,18 +209,18 @@ def from_fetch_response(resp: Any, fetch_offset: int) -> FetchResponse | None:
                 continue
             leader = part.current_leader
             if part.error_code in FENCING_ERRORS:
-                return FetchResponse(leader.leader_epoch, _leader(leader.leader_id), fenced=True)
+                return FetchResponse(leader.leader_epoch, _leader(leader.leader_id), fenced=True, fetch_id=fetch_id)
             if part.error_code != NONE:
                 return None
             snap = part.snapshot_id
             if snap is not None and snap.end_offset >= 0 and snap.epoch >= 0:
                 return FetchResponse(leader.leader_epoch, _leader(leader.leader_id), part.high_watermark,
-                                     snapshot_id=(snap.end_offset, snap.epoch))
+                                     snapshot_id=(snap.end_offset, snap.epoch), fetch_id=fetch_id)
             div = part.diverging_epoch
             diverging = (div.epoch, div.end_offset) if div is not None and div.epoch >= 0 else None
             base, entries = decode_entries(part.records)
             return FetchResponse(leader.leader_epoch, _leader(leader.leader_id), part.high_watermark,
-                                 entries, fetch_offset if base is None else base, diverging)
+                                 entries, fetch_offset if base is None else base, diverging, fetch_id=fetch_id)
     return None
 
 

@@ -93,6 +93,22 @@ def test_a_paused_leader_is_replaced_and_steps_down_when_it_resumes(cluster):
     assert time.monotonic() - t0 < 6.0
 
 
+def test_a_follower_back_from_a_pause_does_not_disturb_the_leader(cluster):
+    """KIP-996 pre-vote: a follower paused for three fetch timeouts asks for pre-votes when it resumes;
+    the leader and the other follower refuse them (they still hear from each other), it follows the
+    leader again: the leader and the epoch stay (without pre-vote, every such pause forced an election)."""
+    leader, epoch = cluster.agreed_leader(cluster.ids)
+    follower = next(n for n in cluster.ids if n != leader)
+    for _ in range(2):
+        cluster.pause(follower)
+        time.sleep(3.0)  # three controller.quorum.fetch.timeout.ms: its timeout has passed when it resumes
+        cluster.resume(follower)
+        wait_until(lambda: (lambda d: d[4].get(follower, -1) >= d[3] - 1)(cluster.describe(leader)),
+                   timeout=10, what="the resumed follower caught up")
+        assert cluster.agreed_leader(cluster.ids) == (leader, epoch)
+    assert_one_leader_per_epoch(cluster)
+
+
 def test_a_leader_that_shuts_down_hands_over_at_once(cluster):
     leader, epoch = cluster.agreed_leader(cluster.ids)
     t0 = time.monotonic()

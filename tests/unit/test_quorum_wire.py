@@ -27,7 +27,16 @@ def through_bytes(msg, cls, version):
     return cls.decode(data, version=version)
 
 
-@pytest.mark.parametrize("version", [0, 1])
+def test_pre_vote_round_trip_needs_version_2():
+    req = VoteRequest(epoch=7, candidate=2, last_epoch=5, end_offset=42, pre_vote=True)
+    k = through_bytes(wire.vote_request(req, 3, "cid"), m.VoteRequest, 2)
+    assert wire.from_vote_request(k) == req
+    assert not wire.from_vote_request(through_bytes(wire.vote_request(req, 3, "cid"), m.VoteRequest, 1)).pre_vote
+    back = through_bytes(wire.vote_response(VoteResponse(6, 3, True, None, pre_vote=True)), m.VoteResponse, 2)
+    assert wire.from_vote_response(back, 3, pre_vote=True) == VoteResponse(6, 3, True, None, pre_vote=True)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_vote_round_trip(version):
     req = VoteRequest(epoch=7, candidate=2, last_epoch=5, end_offset=42)
     k = through_bytes(wire.vote_request(req, 3, "cid"), m.VoteRequest, version)
