@@ -9,6 +9,11 @@ only once they are committed, and throws the controller away when it loses the q
   broker.session.timeout.ms (`tick`). A fenced or shutting-down broker leaves every ISR (the last ISR
   member stays, with no leader: unclean election is off) and leaders move to another ISR member.
 * Leaders are only ever chosen from the ISR among live brokers, preferring the replica order.
+* Reassignments (KIP-455, Kafka's PartitionReassignmentReplicas): `replicas` becomes the target
+  followed by the replicas being removed, with adding/removing set; every partition change completes
+  the reassignment as soon as the ISR, without the removed replicas, holds every target replica
+  (replicas = target, the removed ones leave the ISR, the leader moves if it was removed, the leader
+  epoch is bumped when replicas go). Cancelling reverts to the original replicas.
 * AlterPartition is checked as Kafka does: leader epoch (FENCED_LEADER_EPOCH), sender is the leader
   (INVALID_REQUEST), partition epoch (INVALID_UPDATE_VERSION), new ISR members registered with the
   given broker epoch, unfenced, not shutting down (INELIGIBLE_REPLICA).
@@ -39,6 +44,8 @@ UNKNOWN_TOPIC_ID = 100
 DUPLICATE_BROKER_REGISTRATION = 101
 BROKER_ID_NOT_REGISTERED = 102
 INELIGIBLE_REPLICA = 107
+NEW_LEADER_ELECTED = 108
+NO_REASSIGNMENT_IN_PROGRESS = 85
 TOPIC_ALREADY_EXISTS = 36
 
 PRODUCER_ID_BLOCK = 1000  # KIP-730's block size
@@ -242,7 +249,8 @@ class Controller:
                                                       f"would not be an increase.")
         if count == have:
             raise ControllerError(INVALID_PARTITIONS, f"Topic already has {have} partition(s).")
-        rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+        first = next(iter(t.partitions.values()), None)  # a reassigning one also lists the replicas it removes
+        rf = len(first.replicas) - len(first.removing) if first is not None else 1
         if assignments is not None:
             if len(assignments) != count - have:
                 raise ControllerError(INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {count - have} additional "
@@ -340,9 +348,78 @@ class Controller:
                     or (epoch != -1 and epoch != info.epoch):
                 raise ControllerError(INELIGIBLE_REPLICA, f"replica {b} ({info}) cannot join the ISR of "
                                                           f"{t.name}-{partition} (replicas {list(p.replicas)})")
-        if tuple(isr) != p.isr:
-            self._emit(r.partition_change(_sid(t.topic_id), partition, isr=isr))
+        self._change(t, p, isr=isr)
         return t.partitions[partition]
+
+    # -- reassignments (KIP-455) ----------------------------------------------------------------------
+    def alter_reassignment(self, name: str, partition: int, target: list[int] | None,
+                           allow_replication_factor_change: bool = True) -> None:
+        """Start (or replace) the reassignment of one partition to `target`, or cancel it (None);
+        raises ControllerError."""
+        t = self.image.topics.get(name)
+        if t is None:
+            raise ControllerError(UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
+        p = t.partitions.get(partition)
+        if p is None:
+            raise ControllerError(UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{partition}.")
+        if target is None:
+            if not p.reassigning:
+                raise ControllerError(NO_REASSIGNMENT_IN_PROGRESS,
+                                      "No partition reassignment is in progress for this topic-partition.")
+            isr = [b for b in p.isr if b not in p.adding]
+            if not isr:  # only added replicas are in sync: going back would be an unclean election
+                raise ControllerError(INVALID_REPLICA_ASSIGNMENT, f"Unable to revert partition assignment for "
+                                      f"{name}:{partition} because it would require an unclean leader election.")
+            self._change(t, p, replicas=[b for b in p.replicas if b not in p.adding], isr=isr, adding=[], removing=[])
+            return
+        check_reassignment_target(target, lambda b: b in self.image.brokers)
+        current_rf = len(p.replicas) - len(p.removing)
+        if not allow_replication_factor_change and len(target) != current_rf:
+            raise ControllerError(INVALID_REPLICATION_FACTOR, f"The replication factor is changed from "
+                                  f"{current_rf} to {len(target)} but allowReplicationFactorChange is false.")
+        removing = sorted(set(p.replicas) - set(target))
+        adding = sorted(set(target) - set(p.replicas))
+        self._change(t, p, replicas=[*target, *removing], adding=adding, removing=removing)
+
+    def _change(self, t, p: PartitionInfo, *, isr: list[int] | None = None, replicas: list[int] | None = None,
+                adding: list[int] | None = None, removing: list[int] | None = None) -> None:
+        """One PartitionChange towards these targets (Kafka's PartitionChangeBuilder): a reassignment
+        the ISR allows is completed, the leader stays if it may (in the ISR, alive), else the first
+        eligible replica leads; nothing is emitted when nothing changes."""
+        isr = list(p.isr if isr is None else isr)
+        replicas = list(p.replicas if replicas is None else replicas)
+        adding = list(p.adding if adding is None else adding)
+        removing = list(p.removing if removing is None else removing)
+        if adding or removing:
+            kept_isr = [b for b in isr if b not in removing]
+            kept = [b for b in replicas if b not in removing]
+            if kept_isr and kept and set(kept) <= set(kept_isr):
+                isr, replicas, adding, removing = kept_isr, kept, [], []
+        leader = p.leader
+        if not (leader in isr and self._live(leader)):
+            leader = self._pick_leader(replicas, isr)
+        bump = leader == p.leader and not set(p.replicas) <= set(replicas)
+        change = r.partition_change(
+            _sid(t.topic_id), p.partition, isr=isr if isr and tuple(isr) != p.isr else None,
+            leader=leader if leader != p.leader else None,
+            replicas=replicas if tuple(replicas) != p.replicas else None,
+            adding=adding if tuple(adding) != p.adding else None,
+            removing=removing if tuple(removing) != p.removing else None, bump_leader_epoch=bump)
+        if len(change) > 3:  # more than type, topicId and partition
+            self._emit(change)
+
+    def reassignments(self, wanted: list[tuple[str, list[int]]] | None) -> list[tuple[str, list[PartitionInfo]]]:
+        """Ongoing reassignments per topic: all (None), or among the named partitions (unknown names
+        are left out, as Kafka's listPartitionReassignments does)."""
+        if wanted is None:
+            wanted = [(name, sorted(t.partitions)) for name, t in sorted(self.image.topics.items())]
+        out = []
+        for name, indexes in wanted:
+            t = self.image.topics.get(name)
+            parts = [p for i in indexes if t is not None and (p := t.partitions.get(i)) is not None and p.reassigning]
+            if parts:
+                out.append((name, parts))
+        return out
 
     def elect_preferred(self, name: str, partition: int) -> int:
         """Preferred leader election of one partition: the error code (0 when elected)."""
@@ -368,6 +445,22 @@ class Controller:
         start = self.image.next_producer_id
         self._emit(r.producer_ids(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK))
         return start, PRODUCER_ID_BLOCK
+
+
+def check_reassignment_target(target: list[int], registered: Callable[[int], bool]) -> None:
+    """Kafka's validateManualPartitionAssignment for a reassignment target: not empty, every broker
+    registered, none twice (checked in broker id order); raises INVALID_REPLICA_ASSIGNMENT."""
+    if not target:
+        raise ControllerError(INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for b in sorted(target):
+        if not registered(b):
+            raise ControllerError(INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes broker {b}, "
+                                  f"but no such broker is registered.")
+        if b == previous:
+            raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
+                                  f"The manual partition assignment includes the broker {b} more than once.")
+        previous = b
 
 
 def _sid(topic_id: bytes) -> str:

@@ -3,7 +3,8 @@ built by applying records (records.py) in log order. Pure: no I/O, no clock.
 
 Invariants: `offset` is the quorum offset of the last record applied; applying the same log on every
 node gives the same image; a PartitionChange bumps partitionEpoch (and leaderEpoch when the leader
-changes); records naming unknown topics or brokers are ignored (they cannot occur in a valid log).
+changes); a partition being reassigned lists its adding and removing replicas (KIP-455), all of them
+in `replicas`; records naming unknown topics or brokers are ignored (they cannot occur in a valid log).
 ACLs are kept by id, SCRAM credentials by user and mechanism, BROKER configs by resource name; removing
 what is absent changes nothing.
 """
@@ -40,6 +41,13 @@ class PartitionInfo:
     leader: int  # NO_LEADER (-1) when none
     leader_epoch: int
     partition_epoch: int
+    # an ongoing reassignment (KIP-455): `replicas` is the target followed by the replicas being removed
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
 
 
 @dataclass(slots=True)
@@ -114,8 +122,8 @@ class MetadataImage:
             "brokers": [[b.id, b.epoch, b.incarnation_id, {k: list(v) for k, v in b.endpoints.items()}, b.rack,
                          b.fenced, b.in_controlled_shutdown] for b in self.brokers.values()],
             "topics": [[t.name, t.topic_id.hex(), t.configs,
-                        [[p.partition, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch]
-                         for p in t.partitions.values()]] for t in self.topics.values()],
+                        [[p.partition, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch,
+                          list(p.adding), list(p.removing)] for p in t.partitions.values()]] for t in self.topics.values()],
         }
 
     @classmethod
@@ -134,9 +142,10 @@ class MetadataImage:
         for name, tid, configs, parts in data["topics"]:
             topic_id = bytes.fromhex(tid)
             t = TopicImage(name, topic_id, dict(configs))
-            for idx, replicas, isr, leader, leader_epoch, partition_epoch in parts:
+            for idx, replicas, isr, leader, leader_epoch, partition_epoch, *moving in parts:
+                adding, removing = moving if moving else ((), ())  # snapshots from before reassignments
                 t.partitions[idx] = PartitionInfo(name, topic_id, idx, tuple(replicas), tuple(isr), leader,
-                                                  leader_epoch, partition_epoch)
+                                                  leader_epoch, partition_epoch, tuple(adding), tuple(removing))
             out.topics[name] = t
             out.topics_by_id[topic_id] = t
         return out
@@ -182,7 +191,8 @@ class MetadataImage:
         if t is None:
             return [], []
         info = PartitionInfo(t.name, t.topic_id, p["partition"], tuple(p["replicas"]), tuple(p["isr"]),
-                             p["leader"], p.get("leaderEpoch", 0), p.get("partitionEpoch", 0))
+                             p["leader"], p.get("leaderEpoch", 0), p.get("partitionEpoch", 0),
+                             tuple(p.get("addingReplicas", ())), tuple(p.get("removingReplicas", ())))
         t.partitions[info.partition] = info
         return [(t.name, info.partition)], []
 
@@ -196,6 +206,10 @@ class MetadataImage:
             new = replace(new, replicas=tuple(p["replicas"]))
         if "isr" in p:
             new = replace(new, isr=tuple(p["isr"]))
+        if "addingReplicas" in p:
+            new = replace(new, adding=tuple(p["addingReplicas"]))
+        if "removingReplicas" in p:
+            new = replace(new, removing=tuple(p["removingReplicas"]))
         if "leader" in p and p["leader"] != old.leader:
             new = replace(new, leader=p["leader"], leader_epoch=old.leader_epoch + 1)
         elif p.get("bumpLeaderEpoch"):

@@ -7,7 +7,8 @@ credential store and dynamic broker config follow them. A credential record hold
 ServerKey (base64), never a password.
 
 RegisterBroker's brokerEpoch is the quorum offset of the record itself. A PartitionChange carries only
-what changed; applying it bumps partitionEpoch, and leaderEpoch too when the leader changed.
+what changed; applying it bumps partitionEpoch, and leaderEpoch too when the leader changed or
+bumpLeaderEpoch is set (replicas removed by a reassignment: Kafka bumps the epoch so they are fenced).
 """
 from __future__ import annotations
 
@@ -56,8 +57,15 @@ def partition(topic_id: str, index: int, replicas: list[int], isr: list[int], le
 
 
 def partition_change(topic_id: str, index: int, *, isr: list[int] | None = None, leader: int | None = None,
-                     replicas: list[int] | None = None) -> Record:
+                     replicas: list[int] | None = None, adding: list[int] | None = None,
+                     removing: list[int] | None = None, bump_leader_epoch: bool = False) -> Record:
     rec: Record = {"type": PARTITION_CHANGE, "topicId": topic_id, "partition": index}
+    if adding is not None:
+        rec["addingReplicas"] = list(adding)
+    if removing is not None:
+        rec["removingReplicas"] = list(removing)
+    if bump_leader_epoch:
+        rec["bumpLeaderEpoch"] = True
     if isr is not None:
         rec["isr"] = list(isr)
     if leader is not None:
