@@ -521,8 +521,10 @@ class TopicCatalog:
                      local: frozenset[int], internal: bool = False) -> None:
         """A cluster node (issue 16): make the topic as the metadata image has it — this id, this many
         partitions, these configs, logs for the `local` partitions (created with the topic id off the
-        event loop). A local topic of that name with another id (deleted and re-created while this
-        node was away) is deleted first. Idempotent; cheap when nothing changed."""
+        event loop) and none for the others (a replica moved away by a reassignment: its log is
+        removed, as Kafka's broker deletes a replica it no longer hosts). A local topic of that name
+        with another id (deleted and re-created while this node was away) is deleted first.
+        Idempotent; cheap when nothing changed."""
         info = self.topics.get(name)
         if info is not None and info.topic_id != topic_id:
             await self.delete_async(name)
@@ -531,6 +533,7 @@ class TopicCatalog:
                 and info.configs == dict(configs) and all(self._logs.has(name, p) for p in local):
             return
         self._check_running()
+        doomed: list[Path] = []
         async with self._exclusive(name):
             info = self.topics.get(name)
             config = LogConfig.from_props(dict(configs), self._default_config)
@@ -550,6 +553,10 @@ class TopicCatalog:
             for plog in plogs:
                 self._logs.register(plog)
                 self._on_log_open(plog)
+            if info is not None and info.local is not None:  # no longer listed: a crash now leaves strays load() drops
+                gone = [plog for p in sorted(info.local - local)
+                        if (plog := self._logs.unregister(name, p)) is not None]
+                doomed = await self._in_slices(gone, self._discard_slice) if gone else []
             if info is not None:
                 info.partitions, info.local, info.internal = partitions, frozenset(local), internal
                 if info.configs != dict(configs):
@@ -562,6 +569,9 @@ class TopicCatalog:
                 self._index(new)
         if missing:
             log.info("topic %s: %d local partition(s) created from the cluster metadata", name, len(missing))
+        if doomed:
+            log.info("topic %s: %d local partition(s) removed: no longer a replica", name, len(doomed))
+            await self._in_slices(doomed, self._remove_slice)
 
     def close(self) -> None:
         """Shutdown: stop the worker between two partitions and abandon queued file work; operations
