@@ -247,6 +247,12 @@ class LogManager:
         tp = (topic, partition)
         return tp in self._logs or tp in self._unopened
 
+    def directory(self, topic: str, partition: int) -> Path | None:
+        """The partition's directory, opened or not (never opens it); None if unknown here."""
+        tp = (topic, partition)
+        plog: AnyLog | None = self._logs.get(tp) or self._unopened.get(tp)
+        return None if plog is None else plog.dir
+
     @property
     def has_unopened(self) -> bool:
         return bool(self._unopened)
