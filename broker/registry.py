@@ -61,11 +61,14 @@ API_TABLE: dict[int, ApiEntry] = {
     31: ApiEntry("acls", 1, 3),  # DeleteAcls
     32: ApiEntry("configs", 1, 4),  # DescribeConfigs
     33: ApiEntry("configs", 0, 2),  # AlterConfigs
+    35: ApiEntry("log_dirs", 1, 4),  # DescribeLogDirs
     36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     37: ApiEntry("topics", 0, 3),  # CreatePartitions
     42: ApiEntry("delete_groups", 0, 2),
     43: ApiEntry("elect_leaders", 0, 2),
     44: ApiEntry("configs", 0, 1),  # IncrementalAlterConfigs
+    45: ApiEntry("reassignments", 0, 1),  # AlterPartitionReassignments (forwarded to the active controller)
+    46: ApiEntry("reassignments", 0, 0),  # ListPartitionReassignments
     47: ApiEntry("offset_delete", 0, 0),
     48: ApiEntry("client_quotas", 0, 1),  # DescribeClientQuotas (always empty: no quotas)
     50: ApiEntry("scram_credentials", 0, 0),  # DescribeUserScramCredentials
@@ -96,6 +99,8 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     37: ApiEntry("controller", 0, 3),  # CreatePartitions
     43: ApiEntry("controller", 0, 2),  # ElectLeaders
     44: ApiEntry("controller_security", 0, 1),  # IncrementalAlterConfigs (BROKER configs forwarded by brokers)
+    45: ApiEntry("reassignments", 0, 1),  # AlterPartitionReassignments (KIP-455)
+    46: ApiEntry("reassignments", 0, 0),  # ListPartitionReassignments
     51: ApiEntry("controller_security", 0, 0),  # AlterUserScramCredentials (forwarded by brokers)
     52: ApiEntry("quorum", 0, 2),  # Vote (v2: KIP-996 pre-vote)
     53: ApiEntry("quorum", 0, 1),  # BeginQuorumEpoch

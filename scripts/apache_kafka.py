@@ -70,6 +70,7 @@ TOOLS: dict[str, tuple[str, ...]] = {
     "kafka-broker-api-versions": ("org.apache.kafka.tools.BrokerApiVersionsCommand",),
     "kafka-delete-records": ("org.apache.kafka.tools.DeleteRecordsCommand",),
     "kafka-leader-election": ("org.apache.kafka.tools.LeaderElectionCommand",),
+    "kafka-reassign-partitions": ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand",),
     "kafka-log-dirs": ("org.apache.kafka.tools.LogDirsCommand",),
     "kafka-producer-perf-test": ("org.apache.kafka.tools.ProducerPerformance",),
     "kafka-consumer-perf-test": ("org.apache.kafka.tools.ConsumerPerformance",),

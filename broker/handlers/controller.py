@@ -40,6 +40,7 @@ TOPIC_AUTHORIZATION_FAILED = 29
 INVALID_REQUEST = 42
 REQUEST_TIMED_OUT = 7
 INCONSISTENT_CLUSTER_ID = 104
+NEW_LEADER_ELECTED = 108
 STALE_BROKER_EPOCH = 77
 BROKER_ID_NOT_REGISTERED = 102
 INVALID_TOPIC = 17
@@ -154,6 +155,8 @@ async def handle_alter_partition(ctx: RequestContext, req: AlterPartitionRequest
                 try:
                     info = c.alter_partition(req.broker_id, t.topic_id.bytes, p.partition_index, p.leader_epoch,
                                              p.partition_epoch, new_isr)
+                    if info.leader != req.broker_id:  # the change completed a reassignment that moved the leader
+                        raise ControllerError(NEW_LEADER_ELECTED)
                     parts.append(P(partition_index=p.partition_index, error_code=0, leader_id=info.leader,
                                    leader_epoch=info.leader_epoch, isr=list(info.isr), leader_recovery_state=0,
                                    partition_epoch=info.partition_epoch))
