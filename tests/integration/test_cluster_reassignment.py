@@ -51,8 +51,11 @@ def _partition(c: Cluster, n: int, topic: str, p: int = 0) -> tuple[int, tuple, 
     """(leader, replicas, isr) as node n answers Metadata."""
     with RawClient(c.nodes[n].bootstrap, timeout=3) as cl:
         md = metadata_raw(cl, [topic], version=12)
-    part = next(x for x in md.topics[0].partitions if x.partition_index == p)
-    return part.leader_id, tuple(part.replica_nodes), tuple(part.isr_nodes)
+    for t in md.topics:
+        for part in t.partitions:
+            if part.partition_index == p:
+                return part.leader_id, tuple(part.replica_nodes), tuple(part.isr_nodes)
+    return -1, (), ()  # not known to that node yet
 
 
 def _create(c: Cluster, topic: str, replicas: list[int]) -> None:
