@@ -4,6 +4,7 @@
 offset-mismatch and unexpected counts).
 
     .venv/bin/python -m bench.jepsen --seconds 300 --seed 7      # `make soak` runs a longer one
+    .venv/bin/python -m bench.jepsen --seconds 60 --moves        # replicas reassigned meanwhile too
     .venv/bin/python -m bench.jepsen --seconds 20 --json         # CI's budget (tests/integration/test_cluster_jepsen.py)
     .venv/bin/python -m bench.jepsen --against kafka --seconds 120  # the same run against three Apache Kafka nodes
 
@@ -11,7 +12,9 @@ Workload: an idempotent confluent-kafka producer (acks=all) writes "i:<seq>" rou
 of `jepsen` (replication factor 3, min.insync.replicas 2), one request in flight per connection by default
 (`--writer-in-flight`, below); a transactional producer writes transactions
 of 4 records over the 3 partitions of `jepsen-tx` and commits or aborts them (1 in 4 aborted on
-purpose). Afterwards every partition is read from offset 0 to its end twice: read_committed and
+purpose). With `--moves`, a mover reassigns the replicas of a random partition every 2-5 s (two of
+the three brokers or all three, in a random order: a dropped replica's log is deleted, an added one is
+copied from the leader from offset 0). Afterwards every partition is read from offset 0 to its end twice: read_committed and
 read_uncommitted (two readers that must agree on every offset). Nemesis: every 1-3 s one random node is killed -9 (restarted 1-3 s later) or paused (resumed
 1-3 s later); never two nodes at once, so a majority is always up.
 
@@ -196,6 +199,43 @@ class Nemesis:
                 self.cluster.resume(n)
 
 
+class Mover:
+    """Replica moves (KIP-455) beside the nemesis: every 2-5 s one partition of either topic gets a new
+    replica set — two of the three brokers or all three, in a random order — so replicas are dropped
+    (their log deleted) and added back (copied from the leader from offset 0) while nodes die."""
+
+    def __init__(self, cluster, rng: random.Random, log) -> None:
+        self.cluster = cluster
+        self.rng = rng
+        self.log = log
+        self.stop = threading.Event()
+        self.moves: list[str] = []
+
+    def run(self) -> None:
+        from kafka import TopicPartition as KTopicPartition
+        from kafka.admin import KafkaAdminClient
+        admin = None
+        while not self.stop.wait(self.rng.uniform(2.0, 5.0)):
+            topic, p = self.rng.choice((TOPIC, TXN_TOPIC)), self.rng.randrange(PARTITIONS)
+            target = self.rng.sample(list(self.cluster.ids), self.rng.choice((2, 3)))
+            try:
+                if admin is None:
+                    admin = KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap_servers.split(","),
+                                             request_timeout_ms=5000, client_id="jepsen-mover")
+                result = admin.alter_partition_reassignments({KTopicPartition(topic, p): target}, timeout_ms=5000)
+                error = next(iter(result.values()), None) if result else None
+                outcome = "ok" if error is None else getattr(error, "__name__", str(error))
+            except Exception as exc:  # a node down or paused: the request's fate is unknown
+                outcome = type(exc).__name__
+                if admin is not None:
+                    admin.close()
+                    admin = None
+            self.moves.append(f"{topic}-{p} -> {target}: {outcome}")
+            self.log(f"mover: {topic}-{p} -> {target}: {outcome}")
+        if admin is not None:
+            admin.close()
+
+
 def read_all(bootstrap: str, topic: str, read_committed: bool, timeout_s: float = 60.0) -> list[Read]:
     """Every partition of `topic` read from offset 0 to its end (one complete Read per partition)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"jepsen-read-{time.time()}",
@@ -224,22 +264,29 @@ def read_all(bootstrap: str, topic: str, read_committed: bool, timeout_s: float 
         c.close()
 
 
-def run(cluster, seconds: float, seed: int, log=print, writer_in_flight: int = 1) -> tuple[Report, dict]:
+def run(cluster, seconds: float, seed: int, log=print, writer_in_flight: int = 1,
+        moves: bool = False) -> tuple[Report, dict]:
     """One run on a running cluster (minikafka.testing.MiniKafkaCluster or alike: ids, kill, start_node,
-    pause, resume, create_topic, bootstrap_servers). Returns the checker's report and run facts."""
+    pause, resume, create_topic, bootstrap_servers); with `moves`, replicas are reassigned meanwhile.
+    Returns the checker's report and run facts."""
     rng = random.Random(seed)
     cluster.create_topic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
     cluster.create_topic(TXN_TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
     w = Workload(cluster.bootstrap_servers, rng, writer_in_flight)
     nemesis = Nemesis(cluster, random.Random(seed + 1), log)
+    mover = Mover(cluster, random.Random(seed + 2), log)
     threads = [threading.Thread(target=w.idempotent, name="idempotent"),
                threading.Thread(target=w.transactional, name="transactional"),
                threading.Thread(target=nemesis.run, name="nemesis")]
+    if moves:
+        threads.append(threading.Thread(target=mover.run, name="mover"))
     for t in threads:
         t.start()
     time.sleep(seconds)
     nemesis.stop.set()
-    threads[2].join()
+    mover.stop.set()
+    for t in threads[2:]:
+        t.join()
     for n in cluster.ids:  # heal
         cluster.resume(n)
         cluster.start_node(n)
@@ -251,7 +298,8 @@ def run(cluster, seconds: float, seed: int, log=print, writer_in_flight: int = 1
              for r in read_all(cluster.bootstrap_servers, topic, committed)]
     report = check(w.attempts.values(), [Txn(t, o) for t, o in w.txns.items()], reads)
     attempts = list(w.attempts.values())
-    facts = {"seed": seed, "seconds": seconds, "faults": nemesis.faults, "client_errors": list(w.errors),
+    facts = {"seed": seed, "seconds": seconds, "faults": nemesis.faults, "moves": mover.moves,
+             "client_errors": list(w.errors),
              "acked": sum(1 for a in attempts if a.txn is None and a.outcome == "ok"),
              "unknown": sum(1 for a in attempts if a.txn is None and a.outcome == "unknown"),
              **{f"txns_{o}": sum(1 for v in w.txns.values() if v == o) for o in ("committed", "aborted", "unknown")},
@@ -268,6 +316,8 @@ def main() -> None:
                     help="kafka: the same run against a three-node Apache Kafka (scripts/apache_kafka.py)")
     ap.add_argument("--writer-in-flight", type=int, choices=range(1, 6), default=1,
                     help="the idempotent writer's max.in.flight.requests.per.connection (above 1: librdkafka#4953)")
+    ap.add_argument("--moves", action="store_true",
+                    help="also reassign replicas while the nemesis works (KIP-455: drop one, add it back)")
     ap.add_argument("--data-dir", default=None,
                     help="minikafka: keep the nodes' data and logs here (a post-mortem of a failed run)")
     args = ap.parse_args()
@@ -277,7 +327,7 @@ def main() -> None:
         cluster = KafkaCluster(3, heap="384m", overrides={"min.insync.replicas": "2"}).start()
         try:
             report, facts = run(cluster, args.seconds, args.seed, log=say,
-                                writer_in_flight=args.writer_in_flight)
+                                writer_in_flight=args.writer_in_flight, moves=args.moves)
         finally:
             cluster.stop()
             cluster.cleanup()
@@ -286,7 +336,7 @@ def main() -> None:
         with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60,
                               data_dir=args.data_dir) as cluster:
             report, facts = run(cluster, args.seconds, args.seed, log=say,
-                                writer_in_flight=args.writer_in_flight)
+                                writer_in_flight=args.writer_in_flight, moves=args.moves)
             if args.data_dir:  # the nodes' logs next to their data
                 import shutil
                 for n, node in cluster.nodes.items():
