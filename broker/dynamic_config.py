@@ -141,6 +141,8 @@ _AT_LEAST: dict[str, int | float] = {
     "log.cleaner.delete.retention.ms": 0, "log.cleaner.min.compaction.lag.ms": 0,
     "log.cleaner.min.cleanable.ratio": 0, "producer.id.expiration.ms": 1, "log.cleaner.backoff.ms": 0,
     "log.message.timestamp.before.max.ms": 0, "log.message.timestamp.after.max.ms": 0,
+    "leader.replication.throttled.rate": 0, "follower.replication.throttled.rate": 0,
+    "replica.alter.log.dirs.io.max.bytes.per.second": 0,
 }
 
 

@@ -45,6 +45,12 @@ for _line in _TABLE.split("\\n"):
         KAFKA_BROKER_KEYS[_name] = _type
         if _mode == "d":
             _dynamic.add(_name)
+# Kafka's broker quota keys (QuotaConfigs): dynamic, but DescribeConfigs lists them only once set, so
+# DescribeConfigs of a fresh broker cannot show them to the generator.
+for _name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+              "replica.alter.log.dirs.io.max.bytes.per.second"):
+    KAFKA_BROKER_KEYS[_name] = "LONG"
+    _dynamic.add(_name)
 KAFKA_DYNAMIC_KEYS: frozenset[str] = frozenset(_dynamic)
 
 

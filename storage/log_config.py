@@ -5,6 +5,8 @@ the new object to `PartitionLog.update_config`). Field names are Kafka's dotted 
 """
 from __future__ import annotations
 
+import re
+
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -51,6 +53,10 @@ class LogConfig:
     message_timestamp_before_max_ms: int = LONG_MAX
     # Kafka 4.x: log.message.timestamp.after.max.ms defaults to 1 hour (before: Long.MAX_VALUE)
     message_timestamp_after_max_ms: int = 3600000
+    # Replication throttles (kafka-reassign-partitions --throttle): validated as Kafka does and shown;
+    # replication is not throttled here.
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
 
     @property
     def delete_enabled(self) -> bool:
@@ -126,6 +132,16 @@ def _choice(*allowed: str) -> Callable[[str, str], str]:
     return parse
 
 
+def _throttled_replicas(key: str, raw: str) -> str:
+    """Kafka's ThrottledReplicaListValidator: '*', or partitionId:brokerId entries separated by commas."""
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if items != ["*"] and not all(re.fullmatch(r"[0-9]+:[0-9]+", item) for item in items):
+        raise InvalidConfigError(key, f"Invalid value [{', '.join(items)}] for configuration {key}: {key} must be "
+                                      f"the literal '*' or a list of replicas in the following format: "
+                                      f"[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return raw
+
+
 def _cleanup_policy(key: str, raw: str) -> str:
     items = [item.strip() for item in raw.split(",") if item.strip()]
     if not items or any(item not in ("delete", "compact") for item in items):
@@ -168,6 +184,9 @@ _SPECS: dict[str, _Spec] = {
     "message.timestamp.difference.max.ms": _Spec("message_timestamp_difference_max_ms", _integer(0, LONG_MAX), _num),
     "message.timestamp.before.max.ms": _Spec("message_timestamp_before_max_ms", _integer(0, LONG_MAX), _num),
     "message.timestamp.after.max.ms": _Spec("message_timestamp_after_max_ms", _integer(0, LONG_MAX), _num),
+    "leader.replication.throttled.replicas": _Spec("leader_replication_throttled_replicas", _throttled_replicas, _num),
+    "follower.replication.throttled.replicas": _Spec("follower_replication_throttled_replicas", _throttled_replicas,
+                                                     _num),
 }
 
 TOPIC_CONFIG_KEYS: frozenset[str] = frozenset(_SPECS)

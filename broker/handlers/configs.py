@@ -47,7 +47,8 @@ _TYPES = {"segment.bytes": TYPE_INT, "max.message.bytes": TYPE_INT, "index.inter
           "min.cleanable.dirty.ratio": TYPE_DOUBLE, "min.insync.replicas": TYPE_INT,
           "segment.index.bytes": TYPE_INT, "preallocate": TYPE_BOOLEAN, "unclean.leader.election.enable": TYPE_BOOLEAN,
           "message.timestamp.difference.max.ms": TYPE_LONG, "message.timestamp.before.max.ms": TYPE_LONG,
-          "message.timestamp.after.max.ms": TYPE_LONG}
+          "message.timestamp.after.max.ms": TYPE_LONG, "leader.replication.throttled.replicas": TYPE_LIST,
+          "follower.replication.throttled.replicas": TYPE_LIST}
 # Kafka's ServerTopicConfigSynonyms: the broker config that is a topic config's default
 TOPIC_BROKER_SYNONYMS = {
     "segment.bytes": "log.segment.bytes", "segment.ms": "log.roll.ms", "segment.jitter.ms": "log.roll.jitter.ms",

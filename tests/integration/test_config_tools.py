@@ -86,6 +86,46 @@ def test_kafka_configs_broker_default_and_per_broker(shared_broker):
     eventually(lambda: (lambda out: ("log.retention.ms=" not in out) or pytest.fail(out))(configs(bs, *default)))
 
 
+def test_kafka_configs_replication_throttles(shared_broker):
+    """What `kafka-reassign-partitions --throttle` sets: the broker's throttle rates (known LONG keys, not
+    sensitive) and a topic's throttled replica lists ('*' or partition:broker entries, else INVALID_CONFIG
+    with Kafka's message)."""
+    bs = shared_broker.bootstrap
+    topic = f"throttled-{uuid.uuid4().hex[:8]}"
+    tool("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", topic, "--partitions", "2")
+    wait_topic_ready(bs, topic, 2)
+    one = ("--entity-type", "brokers", "--entity-name", "1")
+    rates = "leader.replication.throttled.rate,follower.replication.throttled.rate"
+    tool("kafka-configs", "--bootstrap-server", bs, "--alter", *one, "--add-config",
+         "leader.replication.throttled.rate=1000000,follower.replication.throttled.rate=2000000")
+    try:
+        def check_rates():
+            out = configs(bs, *one)
+            assert ("leader.replication.throttled.rate=1000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+                    "leader.replication.throttled.rate=1000000}") in out, out
+            assert "follower.replication.throttled.rate=2000000 sensitive=false" in out, out
+        eventually(check_rates)
+        bad = tool("kafka-configs", "--bootstrap-server", bs, "--alter", *one, "--add-config",
+                   "leader.replication.throttled.rate=fast", ok=False)
+        assert "InvalidRequestException" in bad or "InvalidConfigurationException" in bad, bad
+    finally:
+        tool("kafka-configs", "--bootstrap-server", bs, "--alter", *one, "--delete-config", rates)
+    on_topic = ("--entity-type", "topics", "--entity-name", topic)
+    tool("kafka-configs", "--bootstrap-server", bs, "--alter", *on_topic, "--add-config",
+         "leader.replication.throttled.replicas=[0:1,1:1],follower.replication.throttled.replicas=*")
+
+    def check_topic():
+        out = configs(bs, *on_topic)
+        assert "leader.replication.throttled.replicas=0:1,1:1 sensitive=false" in out, out
+        assert "follower.replication.throttled.replicas=* sensitive=false" in out, out
+    eventually(check_topic)
+    bad = tool("kafka-configs", "--bootstrap-server", bs, "--alter", *on_topic, "--add-config",
+               "leader.replication.throttled.replicas=bogus", ok=False)
+    assert ("leader.replication.throttled.replicas must be the literal '*' or a list of replicas in the following "
+            "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...") in bad, bad
+    tool("kafka-topics", "--bootstrap-server", bs, "--delete", "--topic", topic)
+
+
 def test_kafka_configs_group(shared_broker):
     bs = shared_broker.bootstrap
     group = ("--entity-type", "groups", "--entity-name", f"tool-group-{uuid.uuid4().hex[:8]}")
