@@ -150,8 +150,11 @@ def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
             ranges: list[LogRange] = []
             inline = b""
             last_offset = None
+            # a follower outside the ISR of a throttled partition gets nothing while the rate is exceeded
+            throttle = replica_id >= 0 and replicas is not None and replicas.leader_throttled(w.topic, w.partition,
+                                                                                              replica_id)
             try:
-                if limit > 0 or total == 0:
+                if (limit > 0 or total == 0) and not (throttle and replicas.leader_quota.exceeded()):
                     # only while the response is still empty may one batch exceed the limits (KIP-74)
                     args = (w.offset, max(limit, 1))
                     kw = {"max_offset": lso if isolation == READ_COMMITTED else (
@@ -175,6 +178,8 @@ def _read_all(state: BrokerState, wanted: list[Wanted], max_bytes: int,
                 continue
             size = sum(r.size for r in ranges) + len(inline)
             total += size
+            if throttle and size:
+                replicas.leader_quota.record(size)
             if last_offset is not None:  # metrics: offsets the returned batches span (batch headers)
                 first = ranges[0].first_offset if ranges else next(iter_headers(inline))[1].base_offset
                 state.metrics.fetched(w.topic, size, last_offset - first + 1)

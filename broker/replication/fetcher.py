@@ -140,17 +140,22 @@ class Fetcher:
         by_topic: dict[str, list] = {}
         epochs: dict[TopicPartition, int] = {}
         catalog = self.manager.state.catalog
+        held: list[TopicPartition] = []
         for tp in ready:
             s = self.manager.parts.get(tp)
             plog = catalog.partition_log(*tp)
             if s is None or plog is None or s.leader != self.source:
                 self.partitions.pop(tp, None)
                 continue
+            if self.manager.follower_throttled(*tp) and self.manager.follower_quota.exceeded():
+                held.append(tp)  # over the follower throttle: not fetched for a backoff
+                continue
             epochs[tp] = s.leader_epoch
             by_topic.setdefault(tp[0], []).append(FetchPartition(
                 partition=tp[1], current_leader_epoch=s.leader_epoch, fetch_offset=plog.log_end_offset,
                 last_fetched_epoch=plog.latest_epoch, log_start_offset=plog.log_start_offset,
                 partition_max_bytes=self.max_bytes))
+        self._delay(held)
         if not by_topic:
             return None
         req = FetchRequest(replica_id=self.manager.node_id, max_wait_ms=self.wait_ms, min_bytes=1,
@@ -200,9 +205,12 @@ class Fetcher:
             return
         records = p.records
         if records:
+            throttle = self.manager.follower_throttled(*tp)
             result = plog.begin_append_as_follower(records)  # big writes on the log dir's writer thread
             if inspect.isawaitable(result):
                 await asyncio.shield(result)
+            if throttle:
+                self.manager.follower_quota.record(len(records))
         set_high_watermark(plog, min(p.high_watermark, plog.log_end_offset))
         if p.log_start_offset > plog.log_start_offset:
             try:

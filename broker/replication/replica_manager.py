@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .partition_state import PartitionState
+from .throttle import ReplicationQuota, rate_of, throttled
 
 if TYPE_CHECKING:
     from ...storage.partition_log import PartitionLog
@@ -69,6 +70,10 @@ class ReplicaManager:
         self._checkpoint_task: asyncio.Task | None = None
         self.checkpoint_ms = float(get("replica.high.watermark.checkpoint.interval.ms") or 5000)
         self._stopped = False
+        current = lambda key: self.state.config.get(key)  # noqa: E731 - dynamic broker configs apply at once
+        windows = (int(get("replication.quota.window.num") or 11), float(get("replication.quota.window.size.seconds") or 1))
+        self.leader_quota = ReplicationQuota(rate_of(current, "leader.replication.throttled.rate"), *windows)
+        self.follower_quota = ReplicationQuota(rate_of(current, "follower.replication.throttled.rate"), *windows)
 
     # -- interface for handlers and coordinators ---------------------------------------------------
     def leader_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
@@ -137,6 +142,25 @@ class ReplicaManager:
         for (topic, p), s in list(self.parts.items()):
             if s.is_leader:
                 on_leader(topic, p, s.leader_epoch)
+
+    # -- replication throttles (broker/replication/throttle.py) -------------------------------------
+    def leader_throttled(self, topic: str, partition: int, replica: int) -> bool:
+        """A fetch by `replica`, not in the ISR, of a partition this leader throttles."""
+        s = self.parts.get((topic, partition))
+        if s is None or not s.is_leader or replica in s.isr:
+            return False
+        plog = self.state.catalog.partition_log(topic, partition)
+        return plog is not None and throttled(plog.config.leader_replication_throttled_replicas, partition,
+                                              self.node_id)
+
+    def follower_throttled(self, topic: str, partition: int) -> bool:
+        """This node follows the partition from outside the ISR and its follower side is throttled."""
+        s = self.parts.get((topic, partition))
+        if s is None or s.is_leader or self.node_id in s.isr:
+            return False
+        plog = self.state.catalog.partition_log(topic, partition)
+        return plog is not None and throttled(plog.config.follower_replication_throttled_replicas, partition,
+                                              self.node_id)
 
     # -- leader side of the data path ---------------------------------------------------------------
     def follower_fetched(self, topic: str, partition: int, replica: int, fetch_offset: int) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 
 import pytest
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
-                                  CreateTopicsRequest, CreateTopicsResponse, ListPartitionReassignmentsRequest,
+                                  CreateTopicsRequest, CreateTopicsResponse, DescribeLogDirsRequest,
+                                  DescribeLogDirsResponse, ListPartitionReassignmentsRequest,
                                   ListPartitionReassignmentsResponse)
 
 from tests.cluster_harness import Cluster
@@ -21,7 +23,8 @@ from tests.helpers import RawClient, confluent_consume, metadata_raw, wait_until
 pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 CONFIG = {"broker.session.timeout.ms": "1500", "broker.heartbeat.interval.ms": "300",
-          "replica.lag.time.max.ms": "2000"}
+          "replica.lag.time.max.ms": "2000",
+          "replication.quota.window.num": "2"}  # throttle rates over 2 s, not 11 (a short test)
 NO_REASSIGNMENT_IN_PROGRESS = 85
 INVALID_REPLICA_ASSIGNMENT = 39
 
@@ -188,3 +191,46 @@ def test_a_move_to_a_dead_broker_stays_pending_across_a_controller_kill_and_can_
     wait_until(lambda: _ongoing(cluster, a) == {}, timeout=30, what="the move completed once the node was back")
     wait_until(lambda: _partition(cluster, dead, "pend")[1] == (dead, b), timeout=15, what="replicas dead, b")
     wait_until(lambda: not _has_log(cluster, a, "pend"), timeout=15, what="the removed replica dropped its log")
+
+
+def _log_size(c: Cluster, n: int, topic: str) -> int:
+    """Node n's bytes of topic-0 (DescribeLogDirs), 0 if it holds none."""
+    T = DescribeLogDirsRequest.DescribableLogDirTopic
+    with RawClient(c.nodes[n].bootstrap, timeout=10) as cl:
+        resp = cl.request(DescribeLogDirsRequest(topics=[T(topic=topic, partitions=[0])]), 4, DescribeLogDirsResponse)
+    return sum(p.partition_size for r in resp.results for t in r.topics for p in t.partitions)
+
+
+def test_a_throttled_move_copies_at_the_throttle_rate(cluster):
+    """`--throttle 1000000`: the new replica copies at about 1 MB/s (rate over 2 windows of 1 s), so 6 MB
+    are not there after 2 s (unthrottled they take well under a second on loopback); `--verify` sees the
+    move complete and removes the throttles."""
+    _create(cluster, "thr", [1, 2])
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20,
+                         "batch.size": 1 << 20})
+    value = b"v" * 10_000
+    for _ in range(600):
+        producer.produce("thr", value, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    full = _log_size(cluster, 1, "thr")
+    assert full >= 6_000_000
+    plan = {"version": 1, "partitions": [{"topic": "thr", "partition": 0, "replicas": [3, 2]}]}
+    started = time.monotonic()
+    out = _reassign_tool(cluster, "execute", plan, "--throttle", "1000000")
+    assert "Warning: You must run --verify periodically, until the reassignment completes" in out, out
+    time.sleep(max(0.0, started + 2.0 - time.monotonic()))
+    copied = _log_size(cluster, 3, "thr")
+    elapsed = time.monotonic() - started
+    assert copied < 1_000_000 * (elapsed + 2), f"{copied} bytes copied in {elapsed:.1f} s at a 1 MB/s throttle"
+    assert ("thr", 0) in _ongoing(cluster, 2)
+    print(f"throttled move: {copied} of {full} bytes copied after {elapsed:.1f} s")
+    done = {}
+
+    def verified() -> bool:
+        done["out"] = _reassign_tool(cluster, "verify", plan)
+        return "is completed" in done["out"]
+    wait_until(verified, timeout=60, interval=1.0, what="the throttled move completed")
+    assert "Clearing topic-level throttles on topic thr" in done["out"], done["out"]
+    assert _log_size(cluster, 3, "thr") == full
