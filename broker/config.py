@@ -128,7 +128,8 @@ DEFAULTS: dict[str, str] = {
     "log.cleaner.max.compaction.lag.ms": str(2**63 - 1),
     "log.segment.delete.delay.ms": "60000",
     # topic defaults minikafka accepts and reports (topic: compression.type, min.insync.replicas,
-    # segment.index.bytes, preallocate, unclean.leader.election.enable) but does not act on
+    # segment.index.bytes, preallocate, unclean.leader.election.enable); min.insync.replicas and
+    # unclean.leader.election.enable act on a cluster only
     "compression.type": "producer",
     "min.insync.replicas": "1",
     "log.index.size.max.bytes": "10485760",

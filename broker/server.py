@@ -175,7 +175,9 @@ class Broker:
         from .cluster.security_sync import attach, bootstrap_credentials
         state.cluster.active = ActiveController(
             state.quorum, lambda: state.cluster.image,
-            ControllerConfig(session_timeout_ms=int(config.get("broker.session.timeout.ms"))),
+            ControllerConfig(session_timeout_ms=int(config.get("broker.session.timeout.ms")),
+                             unclean_leader_election=config.get("unclean.leader.election.enable").strip().lower()
+                             == "true"),
             on_activate=bootstrap_credentials(state))
         attach(state)  # ACLs, SCRAM credentials, dynamic broker configs from the metadata image
 

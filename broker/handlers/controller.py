@@ -335,7 +335,8 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
 
 @handles(ElectLeadersRequest, ElectLeadersResponse, 0, 2, controller=True)
 async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
-    """Preferred leader election (election type 0); unclean (1) is refused: unclean election is off."""
+    """Preferred (election type 0) or unclean (1: a live ISR member, else any live replica, leads a
+    partition without a live leader) leader election."""
     from .elect_leaders import elect_leaders_response
     if not authorize_cluster(ctx, acl.ALTER):
         return elect_leaders_response(req, ctx.api_version, lambda _t, _p: CLUSTER_AUTHORIZATION_FAILED,
@@ -351,7 +352,7 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) ->
     def elect(c):
         for topic, p in wanted:
             errors[(topic, p)] = c.elect_preferred(topic, p) if getattr(req, "election_type", 0) == 0 else \
-                (3 if c.image.partition(topic, p) is None else 84)
+                c.elect_unclean(topic, p)
     _r, code = await _run(ctx, elect)
     if code:
         return elect_leaders_response(req, ctx.api_version, lambda _t, _p: code, top_error=code)

@@ -23,6 +23,7 @@ ELECTION_NOT_NEEDED = 84
 CLUSTER_AUTHORIZATION_FAILED = 31
 MESSAGES = {ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
             80: "The preferred leader was not available.", 41: "This is not the correct controller for this cluster.",
+            83: "Eligible topic partition leaders are not available.",
             CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.", 7: "The request timed out."}
 
 

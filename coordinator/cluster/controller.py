@@ -8,7 +8,11 @@ only once they are committed, and throws the controller away when it loses the q
   with the metadata log past their registration, fenced when no heartbeat came for
   broker.session.timeout.ms (`tick`). A fenced or shutting-down broker leaves every ISR (the last ISR
   member stays, with no leader: unclean election is off) and leaders move to another ISR member.
-* Leaders are only ever chosen from the ISR among live brokers, preferring the replica order.
+* Leaders are chosen from the ISR among live brokers, preferring the replica order. Only when no ISR
+  member is alive and `unclean.leader.election.enable` is true (topic config, else the cluster default
+  of the dynamic broker configs, else this controller's static config) does a live replica outside the
+  ISR lead, with an ISR of itself (Kafka's unclean election: what only the lost ISR had is lost);
+  ElectLeaders UNCLEAN does the same on request, whatever the config.
 * Reassignments (KIP-455, Kafka's PartitionReassignmentReplicas): `replicas` becomes the target
   followed by the replicas being removed, with adding/removing set; every partition change completes
   the reassignment as soon as the ISR, without the removed replicas, holds every target replica
@@ -39,6 +43,9 @@ INVALID_REQUEST = 42
 STALE_BROKER_EPOCH = 77
 PREFERRED_LEADER_NOT_AVAILABLE = 80
 ELECTION_NOT_NEEDED = 84
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+UNCLEAN_KEY = "unclean.leader.election.enable"
+UNCLEAN_SCAN_MS = 1000
 INVALID_UPDATE_VERSION = 95
 UNKNOWN_TOPIC_ID = 100
 DUPLICATE_BROKER_REGISTRATION = 101
@@ -61,6 +68,7 @@ class ControllerError(Exception):
 @dataclass(frozen=True)
 class ControllerConfig:
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
+    unclean_leader_election: bool = False  # this controller's static unclean.leader.election.enable
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ class Controller:
         # broker id -> session deadline (ms); every registered broker gets a full session on activation
         self.sessions: dict[int, int] = {b: now_ms + config.session_timeout_ms for b in image.brokers}
         self.emitted = 0  # records proposed so far
+        self._next_unclean_scan = now_ms
 
     def _emit(self, record: dict) -> int:
         self.emitted += 1
@@ -133,11 +142,20 @@ class Controller:
         return Heartbeat(NONE, caught_up, self.image.brokers[broker_id].fenced)
 
     def tick(self, now_ms: int) -> list[int]:
-        """Fence brokers whose session expired; the brokers fenced."""
+        """Fence brokers whose session expired (the brokers fenced); about every second, leaderless
+        partitions of topics that allow unclean election get a live replica as leader (a config that
+        changed to true takes effect so)."""
         expired = [b.id for b in self.image.brokers.values()
                    if not b.fenced and self.sessions.get(b.id, 0) <= now_ms]
         for broker_id in expired:
             self.fence(broker_id)
+        if now_ms >= self._next_unclean_scan:
+            self._next_unclean_scan = now_ms + UNCLEAN_SCAN_MS
+            for t in list(self.image.topics.values()):
+                leaderless = [p for p in t.partitions.values() if p.leader == NO_LEADER]
+                if leaderless and self.unclean_enabled(t.name):
+                    for p in leaderless:
+                        self._elect_unclean(t.topic_id, p)
         return expired
 
     def fence(self, broker_id: int) -> None:
@@ -156,7 +174,8 @@ class Controller:
         return NO_LEADER
 
     def _leave_isrs(self, broker_id: int) -> None:
-        """`broker_id` out of every ISR it is in (the last member stays, leaderless); leaders move."""
+        """`broker_id` out of every ISR it is in (the last member stays, leaderless unless unclean
+        election is allowed); leaders move."""
         for t in list(self.image.topics.values()):
             for p in list(t.partitions.values()):
                 if broker_id not in p.isr and p.leader != broker_id:
@@ -170,15 +189,43 @@ class Controller:
                 self._emit(r.partition_change(_sid(t.topic_id), p.partition,
                                               isr=isr if tuple(isr) != p.isr else None,
                                               leader=leader if leader != p.leader else None))
+                if leader == NO_LEADER and self.unclean_enabled(t.name):
+                    self._elect_unclean(t.topic_id, t.partitions[p.partition])
 
     def _elect_leaderless(self, broker_id: int) -> None:
-        """A broker came back: partitions without a leader whose ISR holds it get one."""
+        """A broker came back: partitions without a leader whose ISR holds it get one (or, where unclean
+        election is allowed, whose replicas hold it)."""
         for t in list(self.image.topics.values()):
+            unclean: bool | None = None
             for p in list(t.partitions.values()):
-                if p.leader == NO_LEADER and broker_id in p.isr:
+                if p.leader != NO_LEADER or broker_id not in p.replicas:
+                    continue
+                if broker_id in p.isr:
                     leader = self._pick_leader(p.replicas, p.isr)
                     if leader != NO_LEADER:
                         self._emit(r.partition_change(_sid(t.topic_id), p.partition, leader=leader))
+                    continue
+                if unclean is None:
+                    unclean = self.unclean_enabled(t.name)
+                if unclean:
+                    self._elect_unclean(t.topic_id, p)
+
+    def unclean_enabled(self, topic: str) -> bool:
+        """unclean.leader.election.enable for `topic`: its config, else the cluster-wide dynamic
+        default, else this controller's static config (Kafka's ConfigurationControlManager)."""
+        t = self.image.topics.get(topic)
+        for layer in (t.configs if t is not None else {}, self.image.broker_configs.get("", {})):
+            if UNCLEAN_KEY in layer:
+                return str(layer[UNCLEAN_KEY]).strip().lower() == "true"
+        return self.config.unclean_leader_election
+
+    def _elect_unclean(self, topic_id: bytes, p: PartitionInfo) -> int:
+        """A leaderless partition led by its first live replica, alone in the ISR; the leader chosen
+        (NO_LEADER when no replica is alive)."""
+        leader = next((b for b in p.replicas if self._live(b)), NO_LEADER)
+        if leader != NO_LEADER:
+            self._emit(r.partition_change(_sid(topic_id), p.partition, leader=leader, isr=[leader]))
+        return leader
 
     # -- topics ---------------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
@@ -434,6 +481,21 @@ class Controller:
         t = self.image.topics[name]
         self._emit(r.partition_change(_sid(t.topic_id), partition, leader=preferred))
         return NONE
+
+    def elect_unclean(self, name: str, partition: int) -> int:
+        """ElectLeaders UNCLEAN of one partition (Kafka: regardless of the topic's config): a partition
+        with a live leader needs none; else a live ISR member, else a live replica leads."""
+        t = self.image.topics.get(name)
+        p = t.partitions.get(partition) if t is not None else None
+        if p is None:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if p.leader != NO_LEADER and self._live(p.leader):
+            return ELECTION_NOT_NEEDED
+        leader = self._pick_leader(p.replicas, p.isr)
+        if leader != NO_LEADER:
+            self._emit(r.partition_change(_sid(t.topic_id), partition, leader=leader))
+            return NONE
+        return NONE if self._elect_unclean(t.topic_id, p) != NO_LEADER else ELIGIBLE_LEADERS_NOT_AVAILABLE
 
     # -- producer ids ---------------------------------------------------------------------------------
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
