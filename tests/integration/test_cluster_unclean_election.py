@@ -15,23 +15,10 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlte
 from tests.cluster_harness import Cluster
 from tests.conftest import ROOT
 from tests.helpers import RawClient, confluent_consume, wait_until
-from tests.integration.test_cluster_reassignment import (CONFIG, _alter, _brokers, _create, _log_size,
-                                                         _partition)
+from tests.integration.test_cluster_reassignment import (_alter, _create, _log_size, _partition,
+                                                         cluster)  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path, config=CONFIG).start()
-    try:
-        wait_until(lambda: all(len(_brokers(c, n)) == 3 for n in c.ids), timeout=15, what="three brokers registered")
-        yield c
-    finally:
-        for n in c.ids:
-            if c.nodes[n].pid is not None:
-                c.kill(n)
-        c.stop()
 
 
 def _produce(c: Cluster, topic: str, values: list[bytes]) -> None:
