@@ -8,7 +8,12 @@ Invariants:
   previous fetch (Kafka's Replica.updateFetchState); it is out of sync once it has not been caught
   up for `replica.lag.time.max.ms` and its LEO differs from the leader's;
 - it may join the ISR once its LEO >= HW and >= the start offset of the current leader epoch;
-- at most one ISR change (AlterPartition) is in flight; `pending_isr` is its proposed ISR.
+- at most one ISR change (AlterPartition) is in flight; `pending_isr` is its proposed ISR. It stays
+  part of the maximal ISR until its outcome is known (Kafka's PendingExpandIsr/PendingShrinkIsr): an
+  answer that applies it, a refusal that says it was not applied, or a metadata update newer than the
+  partition epoch it was proposed against. (Dropping it on an unclear answer let the HW pass a follower
+  the controller had just put into the ISR — a reassignment's completion bumps the leader epoch, so its
+  answer is not applied here — and that follower then led without an acknowledged record.)
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ class PartitionState:
     epoch_start_offset: int = 0  # leader: its LEO when it became leader in this epoch
     followers: dict[int, FollowerView] = field(default_factory=dict)
     pending_isr: tuple[int, ...] | None = None
+    pending_partition_epoch: int = -1  # the partition epoch `pending_isr` was proposed against
 
     @property
     def is_leader(self) -> bool:
@@ -68,8 +74,9 @@ class PartitionState:
             self.followers = {r: FollowerView(last_caught_up_ms=now_ms if r in self.isr else 0.0)
                               for r in self.replicas if r != self.local_id}
         else:
-            if self.pending_isr is not None and self.pending_isr == self.isr:
-                self.pending_isr = None
+            if self.pending_isr is not None and (self.pending_isr == self.isr
+                                                 or partition_epoch > self.pending_partition_epoch):
+                self.pending_isr = None  # the metadata settled it
             for r in self.replicas:
                 if r != self.local_id and r not in self.followers:
                     self.followers[r] = FollowerView()
@@ -141,6 +148,9 @@ class PartitionState:
         view = self.followers.get(replica)
         return view is not None and view.leo != UNKNOWN and view.leo >= self.high_watermark \
             and view.leo >= self.epoch_start_offset
+
+    def propose_isr(self, isr: tuple[int, ...]) -> None:
+        self.pending_isr, self.pending_partition_epoch = tuple(isr), self.partition_epoch
 
     def isr_change_allowed(self) -> bool:
         return self.is_leader and self.pending_isr is None

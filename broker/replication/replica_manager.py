@@ -37,6 +37,11 @@ NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+OPERATION_NOT_ATTEMPTED = 55
+INELIGIBLE_REPLICA = 107
+# AlterPartition answers that say the proposal was not applied (Kafka resets its pending state on these)
+NOT_APPLIED = frozenset({OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA})
+ALTER_PARTITION_RETRY_S = 0.5
 
 TopicPartition = tuple[str, int]
 LeaderListener = Callable[[str, int, int], None]
@@ -229,34 +234,43 @@ class ReplicaManager:
 
     # -- ISR changes --------------------------------------------------------------------------------
     def _propose_isr(self, s: PartitionState, isr: tuple[int, ...]) -> None:
-        s.pending_isr = tuple(isr)
+        s.propose_isr(isr)
         self._spawn(self._alter_partition(s, s.leader_epoch, s.partition_epoch, tuple(isr)))
 
     async def _alter_partition(self, s: PartitionState, leader_epoch: int, partition_epoch: int,
                                isr: tuple[int, ...]) -> None:
+        """Send the proposal until its outcome is known; the pending ISR stays in the maximal ISR (the
+        HW respects it) unless the answer applies it or says it was not applied: otherwise the metadata
+        update that follows settles it (PartitionState.become_leader)."""
         from .alter_partition import send_alter_partition
-        try:
-            result = await send_alter_partition(self, s.topic, s.partition, leader_epoch, partition_epoch, isr)
-        except Exception as exc:
-            log.warning("AlterPartition %s-%d isr=%s failed: %r", s.topic, s.partition, isr, exc)
-            result = None
-        if self.parts.get((s.topic, s.partition)) is not s or not s.is_leader or s.leader_epoch != leader_epoch:
-            return
-        if s.pending_isr == isr:
-            s.pending_isr = None
-        if result is None:
-            return
+        while True:
+            try:
+                result = await send_alter_partition(self, s.topic, s.partition, leader_epoch, partition_epoch, isr)
+            except Exception as exc:  # no answer: it may have been committed; ask again (the same proposal)
+                log.warning("AlterPartition %s-%d isr=%s failed: %r", s.topic, s.partition, isr, exc)
+                result = None
+            if self.parts.get((s.topic, s.partition)) is not s or not s.is_leader or s.leader_epoch != leader_epoch \
+                    or s.pending_isr != isr or s.partition_epoch != partition_epoch:
+                return  # settled meanwhile by a metadata update
+            if result is not None:
+                break
+            await asyncio.sleep(ALTER_PARTITION_RETRY_S)
         code, new_isr, new_partition_epoch, new_leader_epoch = result
         if code == 0 and new_leader_epoch == s.leader_epoch and new_partition_epoch > s.partition_epoch:
             log.info("%s-%d: ISR %s -> %s (partition epoch %d)", s.topic, s.partition, s.isr, new_isr,
                      new_partition_epoch)
             s.isr, s.partition_epoch = tuple(new_isr), new_partition_epoch
+            s.pending_isr = None
             plog = self.state.catalog.partition_log(s.topic, s.partition)
             if plog is not None:
                 self._maybe_advance(s, plog)
             self._check_waiters(s)
-        elif code:
+        elif code in NOT_APPLIED:
             log.info("AlterPartition %s-%d isr=%s refused: error %d", s.topic, s.partition, isr, code)
+            s.pending_isr = None
+        else:  # applied with a new leader epoch, or refused for a stale epoch: the metadata update settles it
+            log.info("AlterPartition %s-%d isr=%s: error %d (leader epoch %d); waiting for the metadata", s.topic,
+                     s.partition, isr, code, new_leader_epoch)
 
     async def _isr_expiration(self) -> None:
         """Every replica.lag.time.max.ms / 2 (Kafka's isr-expiration task): shrink ISRs of led

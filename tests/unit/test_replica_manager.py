@@ -270,3 +270,44 @@ def test_min_isr_is_capped_by_the_replica_count(node, monkeypatch):
         await m.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("lost_first", [False, True])
+def test_an_unclear_alter_partition_answer_keeps_the_joining_follower_in_the_hw(node, monkeypatch, lost_first):
+    """The controller applies an ISR expansion in a new leader epoch (a reassignment completed by it), or
+    the answer is lost: until the metadata says what happened, the HW stays at or below the joining
+    follower's LEO, as Kafka's pending ISR state keeps it (else that follower, in the ISR, could lead
+    without an acknowledged record)."""
+    state, cluster, _sent = node
+    monkeypatch.setattr("minikafka.broker.replication.fetcher.Fetcher", NoFetcher)
+    answers = []
+
+    async def alter(manager, topic, p, leader_epoch, partition_epoch, isr):
+        answers.append(isr)
+        if lost_first and len(answers) == 1:
+            raise ConnectionError("no answer")  # the outcome is unknown: asked again
+        return 0, isr, partition_epoch + 2, leader_epoch + 1  # applied, in a new leader epoch
+
+    monkeypatch.setattr("minikafka.broker.replication.alter_partition.send_alter_partition", alter)
+    monkeypatch.setattr(rm, "ALTER_PARTITION_RETRY_S", 0.01, raising=False)
+
+    async def scenario():
+        m = await _manager(state, cluster)
+        cluster.set(Partition("t", 0, (1, 2, 3), (1, 2), 1, 5, 7))
+        plog = state.catalog.partition_log("t", 0)
+        plog.append(batch(3), leader_epoch=5)
+        m.follower_fetched("t", 0, 2, 3)
+        s = m.parts[("t", 0)]
+        assert s.high_watermark == 3
+        m.follower_fetched("t", 0, 3, 3)  # follower 3 caught up: the leader proposes (1, 2, 3)
+        await asyncio.sleep(0.1)
+        assert answers == [(1, 2, 3)] * (2 if lost_first else 1)
+        assert s.pending_isr == (1, 2, 3) and s.isr == (1, 2)
+        plog.append(batch(2), leader_epoch=5)
+        m.follower_fetched("t", 0, 2, 5)  # the old ISR has everything, the joining follower not
+        assert s.high_watermark == 3, "the HW passed a follower the controller may have put in the ISR"
+        cluster.set(Partition("t", 0, (1, 2, 3), (1, 2, 3), 1, 6, 9))  # the metadata settles it
+        assert s.pending_isr is None and s.isr == (1, 2, 3) and s.leader_epoch == 6
+        await m.stop()
+
+    asyncio.run(scenario())
