@@ -59,23 +59,25 @@ class Sim:
     seed: int
     voters: tuple[int, ...] = (1, 2, 3)
     faults: Faults = field(default_factory=Faults)
+    observers: tuple[int, ...] = ()  # broker-only nodes: replicate, never vote or lead
     config: RaftConfig = field(default_factory=lambda: RaftConfig(fetch_timeout_ms=1000, election_timeout_ms=500,
                                                                    election_backoff_max_ms=300))
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.now = 0
-        self.persistent = {v: SimState() for v in self.voters}
+        self.members = (*self.voters, *self.observers)
+        self.persistent = {v: SimState() for v in self.members}
         for state in self.persistent.values():
             state.rng = random.Random(self.rng.random())
-        self.nodes: dict[int, RaftNode | None] = {v: self._boot(v) for v in self.voters}
+        self.nodes: dict[int, RaftNode | None] = {v: self._boot(v) for v in self.members}
         self.down_until: dict[int, int] = {}
         self.isolated: dict[int, int] = {}  # node -> until
         self.queue: list[tuple[int, int, int, int, Message]] = []
         self._seq = 0
         self.leaders: dict[int, int] = {}
         self.committed: list[Entry] = []
-        self.hw_seen: dict[int, int] = {v: 0 for v in self.voters}
+        self.hw_seen: dict[int, int] = {v: 0 for v in self.members}
         self.acked: dict[object, int] = {}  # payload -> offset acknowledged at
         self.pending: dict[object, tuple[int, int, int]] = {}  # payload -> (leader, epoch, offset)
         self._next_payload = 0
@@ -111,7 +113,7 @@ class Sim:
                 self.down_until[v] = self.now + self.rng.randint(*f.down_ms)
                 self.stats["crashes"] += 1
         if f.cut_every_ms and self.rng.random() < TICK_MS / f.cut_every_ms:
-            v = self.rng.choice(self.voters)
+            v = self.rng.choice(self.members)
             self.isolated[v] = self.now + self.rng.randint(*f.cut_ms)
             self.stats["cuts"] += 1
         for v, until in list(self.down_until.items()):
@@ -154,6 +156,7 @@ class Sim:
             if n is None:
                 continue
             if n.role == LEADER:
+                assert v in self.voters, f"seed {self.seed}: observer {v} leads"
                 other = self.leaders.setdefault(n.epoch, v)
                 assert other == v, f"seed {self.seed}: two leaders in epoch {n.epoch}: {other} and {v}"
             assert n.high_watermark >= self.hw_seen[v], f"seed {self.seed}: node {v} high watermark moved back"

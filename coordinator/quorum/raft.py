@@ -26,6 +26,10 @@ driver, driver.py, over Kafka's RPCs). KRaft's shape rather than textbook Raft's
   its uncommitted entries are truncated once it follows the new leader. A leader repeats
   BeginQuorumEpoch to voters that do not fetch, and a candidate told of its epoch's leader follows it.
 * **Resignation.** `resign` (shutdown) sends EndQuorumEpoch; its preferred successor campaigns at once.
+* **Observers** (a broker-only node, KIP-595): a node outside the voters replicates the log like a
+  follower but never votes or stands for election, and its fetches count for neither the high watermark
+  nor the leader's check quorum. Without a leader (or when its fetches time out) it sends a Fetch to
+  every voter; the first answer naming a leader is followed.
 
 Persistent state is `epoch`, `voted_for` and the log (`PersistentState`); a restart keeps it and forgets
 everything else. Invariants (checked by the simulation): at most one leader per epoch; committed
@@ -174,10 +178,9 @@ FOLLOWER, UNATTACHED, PROSPECTIVE, CANDIDATE, LEADER = "follower", "unattached",
 class RaftNode:
     def __init__(self, node_id: int, voters: tuple[int, ...], persistent: PersistentState,
                  config: RaftConfig = RaftConfig(), rng: random.Random | None = None, now: int = 0) -> None:
-        if node_id not in voters:
-            raise ValueError("observers (non-voters) are not supported yet")
         self.id = node_id
         self.voters = tuple(sorted(voters))
+        self.observer = node_id not in self.voters
         self.p = persistent
         self.config = config
         self.rng = rng or random.Random(node_id)
@@ -187,6 +190,7 @@ class RaftNode:
         self._votes: set[int] = set()
         self._follower_end: dict[int, int] = {}
         self._fetched_at: dict[int, int] = {}
+        self.observer_end: dict[int, int] = {}  # leader: observers' fetch offsets (DescribeQuorum)
         self._epoch_start = 0  # leader: offset of its LEADER_CHANGE entry
         self._deadline = now + self._election_timeout()
         self._next_fetch = 0
@@ -262,6 +266,8 @@ class RaftNode:
                            if v != self.id and now - self._fetched_at.get(v, now - every) >= every)
             return out
         if now >= self._deadline:
+            if self.observer:
+                return self._discover(now)
             return self._become_prospective(now)
         if self.role == FOLLOWER and self.leader is not None and not self._fetch_inflight and now >= self._next_fetch:
             self._fetch_inflight = True
@@ -330,6 +336,16 @@ class RaftNode:
         self._next_fetch = now
         self._deadline = now + self.config.fetch_timeout_ms
 
+    def _discover(self, now: int) -> Outgoing:
+        """Observer without a (responsive) leader: ask every voter at once (the old leader may be the
+        one that died); the first answer that names a leader is followed."""
+        self.role, self.leader = UNATTACHED, None
+        self._fetch_inflight = False
+        self._deadline = now + self.config.fetch_timeout_ms
+        self._fetch_id += 1
+        req = FetchRequest(self.epoch, self.id, self.log.end_offset, self.log.last_epoch, self._fetch_id)
+        return [(v, req) for v in self.voters]
+
     def _become_prospective(self, now: int) -> Outgoing:
         """The fetch or election timeout passed: ask for pre-votes (KIP-996); the epoch stays."""
         if self.majority <= 1:
@@ -352,7 +368,9 @@ class RaftNode:
         return [(v, req) for v in self.voters if v != self.id]
 
     def _become_leader(self, now: int) -> Outgoing:
+        assert not self.observer, "an observer never leads"
         self.role, self.leader = LEADER, self.id
+        self.observer_end = {}
         self._epoch_start = self.log.append(Entry(self.epoch, LEADER_CHANGE))
         self._follower_end = {v: 0 for v in self.voters if v != self.id}
         self._fetched_at = {}
@@ -371,6 +389,8 @@ class RaftNode:
 
     # -- votes ----------------------------------------------------------------------------------------
     def _on_vote(self, req: VoteRequest, now: int) -> Outgoing:
+        if self.observer:  # not a voter: no say (a candidate never asks one; a stale config might)
+            return [(req.candidate, VoteResponse(self.epoch, self.id, False, self.leader, pre_vote=req.pre_vote))]
         if req.pre_vote:
             return [(req.candidate, self._pre_vote(req))]
         if req.epoch < self.epoch:
@@ -430,29 +450,38 @@ class RaftNode:
         if self.role != LEADER or req.epoch < self.epoch:
             return [(req.replica, FetchResponse(self.epoch, self.leader, fenced=True, fetch_id=req.fetch_id))]
         log = self.log
+        voter = req.replica in self._follower_end
         if req.fetch_offset < log.start_offset and self.p.snapshot is not None:
-            self._fetched_at[req.replica] = now  # alive, though not caught up
+            if voter:
+                self._fetched_at[req.replica] = now  # alive, though not caught up
             return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark,
                                                 snapshot_id=self.p.snapshot[:2], fetch_id=req.fetch_id))]
         if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
             epoch, end = log.end_offset_for_epoch(req.last_fetched_epoch)
             if epoch != req.last_fetched_epoch or end < req.fetch_offset:
                 if end < log.start_offset and self.p.snapshot is not None:  # diverges inside the snapshot
-                    self._fetched_at[req.replica] = now
+                    if voter:
+                        self._fetched_at[req.replica] = now
                     return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark,
                                                         snapshot_id=self.p.snapshot[:2], fetch_id=req.fetch_id))]
                 return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark,
                                                     base_offset=req.fetch_offset, diverging=(epoch, end),
                                                     fetch_id=req.fetch_id))]
-        if req.replica in self._follower_end:
+        if voter:
             self._follower_end[req.replica] = max(self._follower_end[req.replica], req.fetch_offset)
             self._fetched_at[req.replica] = now
             self._advance_high_watermark()
+        elif req.replica not in self.voters:
+            self.observer_end[req.replica] = req.fetch_offset
         entries = tuple(log.read(req.fetch_offset, self.config.max_fetch_entries))
         return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark, entries, req.fetch_offset,
                                             fetch_id=req.fetch_id))]
 
     def _on_fetch_response(self, resp: FetchResponse, now: int) -> Outgoing:
+        if self.observer and self.role == UNATTACHED and resp.leader is not None and resp.epoch >= self.epoch \
+                and resp.leader != self.id:
+            self._become_follower(resp.epoch, resp.leader, now)  # the discovery answer: fetch from it
+            return []
         if resp.epoch > self.epoch or (resp.fenced and resp.epoch == self.epoch and resp.leader not in (None, self.leader)):
             self._observe_epoch(resp.epoch, resp.leader, now)
             return []
@@ -509,7 +538,8 @@ class RaftNode:
         snap = self.p.snapshot
         if snap is None or snap[:2] != req.snapshot_id:
             return [(req.replica, FetchSnapshotResponse(self.epoch, self.id))]  # gone: fetch again
-        self._fetched_at[req.replica] = now
+        if req.replica in self._follower_end:
+            self._fetched_at[req.replica] = now
         return [(req.replica, FetchSnapshotResponse(self.epoch, self.id, snap[:2], snap[2]))]
 
     def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now: int) -> Outgoing:

@@ -266,6 +266,44 @@ def test_simulation_keeps_every_invariant(voters):
     assert totals["acked"] > SEEDS * 10, totals
 
 
+def test_simulation_with_observers_keeps_every_invariant():
+    """Broker-only nodes (observers 4 and 5) beside three voters, under the same faults: they never
+    lead, their committed logs are prefixes of the one history, and after healing they have it all."""
+    acked = 0
+    for seed in range(max(SEEDS // 2, 5)):
+        sim = Sim(seed, (1, 2, 3), observers=(4, 5))
+        sim.run(SIM_MS)
+        sim.settle()  # every node, observers included, commits the final proposal
+        sim.check_acknowledged()
+        acked += len(sim.acked)
+    assert acked > SEEDS * 5
+
+
+def test_an_observer_finds_the_leader_and_never_counts_for_the_quorum():
+    config = RaftConfig(fetch_timeout_ms=1000, election_timeout_ms=500, election_backoff_max_ms=0)
+    nodes = {v: RaftNode(v, (1, 2, 3), PersistentState(), config) for v in (1, 2, 3, 4)}
+    assert nodes[4].observer and not nodes[1].observer
+    elect(nodes, 1, 0)
+    leader = nodes[1]
+    leader.propose("x")
+    out = nodes[4].tick(10_000)  # no leader known: a discovery Fetch to every voter
+    assert sorted(d for d, _m in out) == [1, 2, 3] and all(isinstance(m, FetchRequest) for _d, m in out)
+    deliver({2: nodes[2], 4: nodes[4]}, out, 10_000)  # the leader is cut off: a follower names it
+    assert nodes[4].role == FOLLOWER and nodes[4].leader == 1
+    hw = leader.high_watermark
+    up = {1: leader, 4: nodes[4]}  # voters 2 and 3 cut off: the observer's fetches commit nothing
+    leader.propose("y")
+    for now in (10_010, 10_020, 10_030):
+        nodes[4]._fetch_inflight, nodes[4]._next_fetch = False, now
+        deliver(up, nodes[4].tick(now), now)
+    assert nodes[4].log.end_offset == leader.log.end_offset and leader.high_watermark == hw
+    assert 4 in leader.observer_end and 4 not in leader._fetched_at
+    assert nodes[4].receive(VoteRequest(9, 2, 9, 99), 10_040)[0][1].granted is False  # no say in elections
+    nodes[4]._deadline = 0
+    assert nodes[4].role != CANDIDATE and all(isinstance(m, FetchRequest) for _d, m in nodes[4].tick(20_000))
+    assert nodes[4].role == UNATTACHED  # timed out: looks for the leader again, never stands
+
+
 def test_simulation_without_faults_elects_once_and_commits_everything():
     sim = Sim(7, faults=Faults(drop=0.0, crash_every_ms=0, cut_every_ms=0))
     sim.run(10_000)
