@@ -311,6 +311,16 @@ class QuorumConfig:
     # KIP-630 snapshots: Kafka's metadata.log.max.record.bytes.between.snapshots / .max.snapshot.interval.ms
     snapshot_max_bytes: int = 20 * 1024 * 1024
     snapshot_interval_ms: int = 3_600_000
+    roles: frozenset[str] = frozenset({"broker", "controller"})  # process.roles
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        """A voter of the quorum (process.roles has controller); a broker-only node is an observer."""
+        return "controller" in self.roles
 
 
 def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
@@ -329,7 +339,9 @@ def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
 
 def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
     """None (a single node, as before issue 16) unless controller.quorum.voters names other nodes;
-    then KRaft combined mode with its checks (Kafka's KafkaConfig validation where it applies)."""
+    then a KRaft node — combined (broker,controller: a voter), broker only (an observer of the quorum,
+    not in the voters) or controller only (a voter with no broker listener) — with Kafka's KafkaConfig
+    checks where they apply."""
     roles = {r.strip() for r in cfg.get("process.roles").split(",") if r.strip()}
     if roles - {"broker", "controller"}:
         raise ConfigError(f"process.roles: unknown role(s) {sorted(roles - {'broker', 'controller'})}")
@@ -340,17 +352,36 @@ def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
             raise ConfigError("controller.quorum.bootstrap.servers without controller.quorum.voters (a dynamic "
                               "quorum, KIP-853) is not supported yet: list the voters in controller.quorum.voters")
         return None
-    if roles != {"broker", "controller"}:
-        raise ConfigError("a multi-node quorum needs process.roles=broker,controller (combined mode; "
-                          "separate brokers and controllers are not supported yet)")
-    if cfg.node_id not in voters:
-        raise ConfigError(f"node.id {cfg.node_id} is not in controller.quorum.voters: observers are not "
-                          "supported yet")
-    if not names:
-        raise ConfigError("controller.listener.names must be set when process.roles contains controller")
-    if names[0] not in {l.name for l in cfg.listeners}:
-        raise ConfigError(f"controller.listener.names: {names[0]} is not a listener in listeners")
-    if all(l.name in names for l in cfg.listeners):
+    if roles == {"broker"}:  # Kafka's checks for a broker-only node
+        if cfg.node_id in voters:
+            raise ConfigError(f"If process.roles contains just the 'broker' role, the node id {cfg.node_id} must "
+                              f"not be included in the set of voters controller.quorum.voters={set(voters)}")
+        if not names:
+            raise ConfigError("controller.listener.names must contain at least one value when running in KRaft "
+                              "mode")
+        if any(l.name in names for l in cfg.listeners):
+            raise ConfigError("controller.listener.names must not contain a value appearing in the 'listeners' "
+                              "configuration when running KRaft with just the broker role")
+    elif roles == {"controller"}:  # a controller-only node: a voter serving only the quorum's listener(s)
+        if cfg.node_id not in voters:
+            raise ConfigError(f"If process.roles contains the 'controller' role, the node id {cfg.node_id} must "
+                              f"be included in the set of voters controller.quorum.voters={set(voters)}")
+        if not names:
+            raise ConfigError("controller.listener.names must be set when process.roles contains controller")
+        if names[0] not in {l.name for l in cfg.listeners}:
+            raise ConfigError(f"controller.listener.names: {names[0]} is not a listener in listeners")
+        if any(l.name not in names for l in cfg.listeners):
+            raise ConfigError("The listeners config must only contain KRaft controller listeners from "
+                              "controller.listener.names when process.roles=controller")
+    else:
+        if cfg.node_id not in voters:
+            raise ConfigError(f"If process.roles contains the 'controller' role, the node id {cfg.node_id} must "
+                              f"be included in the set of voters controller.quorum.voters={set(voters)}")
+        if not names:
+            raise ConfigError("controller.listener.names must be set when process.roles contains controller")
+        if names[0] not in {l.name for l in cfg.listeners}:
+            raise ConfigError(f"controller.listener.names: {names[0]} is not a listener in listeners")
+    if "broker" in roles and all(l.name in names for l in cfg.listeners):
         raise ConfigError("listeners must contain at least one listener that is not in controller.listener.names")
     timeouts = [int(cfg.get(f"controller.quorum.{k}")) for k in ("fetch.timeout.ms", "election.timeout.ms",
                                                                    "election.backoff.max.ms", "request.timeout.ms",
@@ -359,7 +390,8 @@ def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
         raise ConfigError("controller.quorum timeouts must be positive")
     return QuorumConfig(voters, names, *timeouts,
                         snapshot_max_bytes=int(cfg.get("metadata.log.max.record.bytes.between.snapshots")),
-                        snapshot_interval_ms=int(cfg.get("metadata.log.max.snapshot.interval.ms")))
+                        snapshot_interval_ms=int(cfg.get("metadata.log.max.snapshot.interval.ms")),
+                        roles=frozenset(roles))
 
 
 class BrokerConfig:

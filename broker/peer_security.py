@@ -87,6 +87,8 @@ def inter_broker_listener(config: "BrokerConfig") -> str:
         raise ConfigError(f"Invalid value {by_protocol} for configuration security.inter.broker.protocol: "
                           f"String must be one of: {', '.join(SECURITY_PROTOCOLS)}")
     name = (by_name or by_protocol).upper()
+    if not candidates:  # a controller-only node: it never talks to brokers (Kafka does not check it there)
+        return name or "PLAINTEXT"
     if not name:
         return "PLAINTEXT" if "PLAINTEXT" in candidates else (candidates or [""])[0]
     if name not in candidates:

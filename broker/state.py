@@ -87,7 +87,8 @@ class BrokerState:
         self._running = False
         self.service_tasks: list[asyncio.Task] = []  # started with a coordinator; cancelled at shutdown
         self._advertised: dict[str, Listener] = {l.name: l for l in config.advertised_listeners}
-        self.advertised: Listener = config.advertised_listeners[0]
+        # a controller-only node (process.roles=controller) has no broker listener: its controller listener
+        self.advertised: Listener = (config.advertised_listeners or config.listeners)[0]
         self.started_at = time.time()
         # connection layer: the request memory budget (queued.max.request.bytes) and, while the server
         # runs, its broker.connection_registry.ConnectionRegistry (open connections, limits, counters)

@@ -19,16 +19,29 @@ TIMEOUTS = {"controller.quorum.fetch.timeout.ms": "1000", "controller.quorum.ele
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int = 3, config: dict[str, str] | None = None) -> None:
-        self.ids = list(range(1, size + 1))
-        self.controller_ports = {n: free_port() for n in self.ids}
+    def __init__(self, root: Path, size: int = 3, config: dict[str, str] | None = None,
+                 broker_only: int = 0, controller_only: bool = False) -> None:
+        """`size` voters (ids 1..size: combined nodes, or process.roles=controller with
+        `controller_only`), then `broker_only` nodes with process.roles=broker (observers of the quorum,
+        ids size+1..). `brokers` are the ids that serve clients."""
+        self.voters = list(range(1, size + 1))
+        self.ids = list(range(1, size + broker_only + 1))
+        self.brokers = [n for n in self.ids if not (controller_only and n in self.voters)]
+        self.controller_ports = {n: free_port() for n in self.voters}
         voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in self.controller_ports.items())
         self.nodes: dict[int, BrokerProcess] = {}
         for n in self.ids:
             port = free_port()
+            if n in self.controller_ports and controller_only:
+                port = self.controller_ports[n]  # its only listener (ApiVersions answers there too)
+                roles = {"process.roles": "controller", "listeners": f"CONTROLLER://127.0.0.1:{port}"}
+            elif n in self.controller_ports:
+                roles = {"process.roles": "broker,controller",
+                         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.controller_ports[n]}"}
+            else:
+                roles = {"process.roles": "broker", "listeners": f"PLAINTEXT://127.0.0.1:{port}"}
             self.nodes[n] = BrokerProcess(root / f"node{n}" / "data", {
-                "node.id": str(n), "process.roles": "broker,controller",
-                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.controller_ports[n]}",
+                "node.id": str(n), **roles,
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "controller.listener.names": "CONTROLLER", "controller.quorum.voters": voters, **TIMEOUTS,
                 **(config or {})}, port=port)
@@ -40,8 +53,8 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        """Every node's broker listener (clients find the rest through Metadata)."""
-        return ",".join(node.bootstrap for node in self.nodes.values())
+        """Every broker's listener (clients find the rest through Metadata)."""
+        return ",".join(self.nodes[n].bootstrap for n in self.brokers)
 
     def kill(self, n: int) -> None:
         self.nodes[n].kill()

@@ -77,7 +77,7 @@ class ClusterRuntime:
         self.controller_timeout_s = 30.0
         names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
         resolved = driver.peer_factory.inter_broker_listener  # broker/peer_security.py, checked at start-up
-        self.inter_broker_listener: str = resolved if resolved in names else names[0]
+        self.inter_broker_listener: str = resolved if resolved in names or not names else names[0]
         self._listeners: list[Listener] = []
         self._security_changed = True  # an ACL / SCRAM / broker config record committed since the last flush (first: load)
         self._late: list[Listener] = []  # added after partitions existed: told of all of them first
@@ -337,6 +337,9 @@ class ClusterRuntime:
 
     async def _lifecycle(self) -> None:
         from ...protocol.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+        if not self.driver.quorum.is_broker:  # a controller-only node: no registration, no partitions
+            await self._controller_caught_up()
+            return
         await self._register()
         while True:
             req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
@@ -366,6 +369,14 @@ class ClusterRuntime:
             # faster while waiting to be unfenced or to shut down (Kafka: the same)
             await asyncio.sleep(self.heartbeat_interval_s / 10 if self.fenced or self._want_shut_down
                                 else self.heartbeat_interval_s)
+
+    async def _controller_caught_up(self) -> None:
+        """Controller-only node: ready once its image has applied the metadata log up to the high watermark
+        it first learned of (what a broker's unfencing means for a broker)."""
+        node = self.driver.node
+        while node.high_watermark <= 0 or self.image.offset < node.high_watermark - 1:
+            await asyncio.sleep(0.05)
+        await self._open_once_followed()
 
     # -- requests to the active controller ---------------------------------------------------------------
     def _client(self, node: int, channel: str) -> PeerClient:

@@ -169,7 +169,7 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
         except PeerError:
             pass  # answered below from what this node knows (NOT_LEADER_OR_FOLLOWER)
     R = P.ReplicaState
-    voters = []
+    voters, observers = [], []
     if node.role == LEADER:
         now = int(time.time() * 1000)
         for v in node.voters:
@@ -180,12 +180,16 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
                 end, fetched, caught_up = driver.follower_state.get(v, (-1, -1, -1))
                 voters.append(R(replica_id=v, replica_directory_id=None, log_end_offset=end,
                                 last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up))
+        for o in sorted(set(driver.follower_state) - set(node.voters)):  # broker-only nodes (observers)
+            end, fetched, caught_up = driver.follower_state[o]
+            observers.append(R(replica_id=o, replica_directory_id=None, log_end_offset=end,
+                               last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up))
         error, message = 0, ""
     else:
         error, message = NOT_LEADER_OR_FOLLOWER, "This node is not the leader of the metadata quorum"
     part = P(partition_index=wire.METADATA_PARTITION, error_code=error, error_message=message,
              leader_id=-1 if node.leader is None else node.leader, leader_epoch=node.epoch,
-             high_watermark=node.high_watermark, current_voters=voters, observers=[])
+             high_watermark=node.high_watermark, current_voters=voters, observers=observers)
     listener = driver.quorum.controller_listener_names[0]
     nodes = [DescribeQuorumResponse.Node(node_id=v, listeners=[DescribeQuorumResponse.Node.Listener(
                  name=listener, host=host, port=port)])

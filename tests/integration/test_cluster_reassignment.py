@@ -61,15 +61,16 @@ def _partition(c: Cluster, n: int, topic: str, p: int = 0) -> tuple[int, tuple, 
     return -1, (), ()  # not known to that node yet
 
 
-def _create(c: Cluster, topic: str, replicas: list[int]) -> None:
+def _create(c: Cluster, topic: str, replicas: list[int], via: int = 1, on: list[int] | None = None) -> None:
+    """Create `topic` (one partition on `replicas`) through node `via`; wait until nodes `on` (all) see it."""
     C = CreateTopicsRequest.CreatableTopic
-    with RawClient(c.nodes[1].bootstrap, timeout=40) as cl:
+    with RawClient(c.nodes[via].bootstrap, timeout=40) as cl:
         resp = cl.request(CreateTopicsRequest(topics=[C(
             name=topic, num_partitions=-1, replication_factor=-1, configs=[],
             assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)])],
             timeout_ms=30000, validate_only=False), 7, CreateTopicsResponse)
     assert resp.topics[0].error_code == 0, resp
-    wait_until(lambda: all(_partition(c, n, topic)[1] == tuple(replicas) for n in c.ids), timeout=15,
+    wait_until(lambda: all(_partition(c, n, topic)[1] == tuple(replicas) for n in (on or c.ids)), timeout=15,
                what="the topic on every node")
 
 

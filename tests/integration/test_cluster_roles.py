@@ -17,10 +17,14 @@ from tests.integration.test_cluster_unclean_election import _produce
 
 pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
+# an observer learns of a new quorum leader only when its fetches time out (no BeginQuorumEpoch reaches
+# it): the broker session outlasts that (Kafka's defaults: fetch timeout 2 s, session 9 s)
+ROLES_CONFIG = {**CONFIG, "broker.session.timeout.ms": "3000"}
+
 
 @pytest.fixture
 def cluster(tmp_path):
-    c = Cluster(tmp_path, config=CONFIG, broker_only=1).start()
+    c = Cluster(tmp_path, config=ROLES_CONFIG, broker_only=1).start()
     try:
         wait_until(lambda: all(len(_brokers(c, n)) == 4 for n in c.ids), timeout=20, what="four brokers registered")
         yield c
@@ -55,7 +59,10 @@ def test_a_broker_only_node_observes_the_quorum_and_serves_partitions(cluster):
     new_leader, _ = cluster.agreed_leader(others, timeout=20)
     _create(cluster, "after", [4, new_leader], via=4, on=[4, *others])
     assert _partition(cluster, 4, "after")[0] == 4
-    cluster.restart(leader)
+    cluster.restart(leader)  # a new incarnation: out of every ISR at registration, back once caught up
+    wait_until(lambda: leader in _brokers(cluster, leader), timeout=30, what="the restarted node serving")
+    wait_until(lambda: set(_partition(cluster, leader, "on-four")[2]) == {1, 4}, timeout=30,
+               what="on-four ISR 4, 1")
     cluster.kill(4)  # its leaderships move to the other in-sync replica
     wait_until(lambda: _partition(cluster, 1, "on-four")[0] == 1, timeout=15, what="on-four led by node 1")
     assert _partition(cluster, 1, "after")[0] == new_leader
@@ -67,7 +74,7 @@ def test_a_broker_only_node_observes_the_quorum_and_serves_partitions(cluster):
 
 @pytest.fixture
 def split_cluster(tmp_path):
-    c = Cluster(tmp_path, config=CONFIG, broker_only=2, controller_only=True).start()
+    c = Cluster(tmp_path, config=ROLES_CONFIG, broker_only=2, controller_only=True).start()
     try:
         wait_until(lambda: all(len(_brokers(c, n)) == 2 for n in c.brokers), timeout=20, what="two brokers registered")
         yield c

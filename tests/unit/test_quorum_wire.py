@@ -185,8 +185,10 @@ def test_a_single_voter_or_no_voters_is_a_single_node_as_before():
 
 @pytest.mark.parametrize("change, message", [
     ({"controller.quorum.voters": "1@127.0.0.1:9093,x@h:1"}, "id@host:port"),
-    ({"controller.quorum.voters": "2@127.0.0.1:9094,3@127.0.0.1:9095"}, "observers"),
-    ({"process.roles": "broker"}, "combined mode"),
+    ({"controller.quorum.voters": "2@127.0.0.1:9094,3@127.0.0.1:9095"}, "must be included in the set of voters"),
+    ({"process.roles": "broker"}, "must not be included in the set of voters"),
+    ({"process.roles": "broker", "node.id": "4"}, "must not contain a value appearing in the 'listeners'"),
+    ({"process.roles": "controller"}, "must only contain KRaft controller listeners"),
     ({"controller.listener.names": "NOPE"}, "not a listener"),
     ({"controller.listener.names": ""}, "controller.listener.names"),
     ({"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "h:1"}, "KIP-853"),
@@ -195,6 +197,17 @@ def test_a_single_voter_or_no_voters_is_a_single_node_as_before():
 def test_bad_quorum_configs_are_refused(change, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig({**BASE, **change})
+
+
+def test_a_broker_only_node_is_an_observer():
+    cfg = BrokerConfig({**BASE, "node.id": "4", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:9096"})
+    assert cfg.quorum is not None and cfg.quorum.is_broker and not cfg.quorum.is_controller
+    assert 4 not in cfg.quorum.voters and cfg.controller_listener_names == ("CONTROLLER",)
+
+
+def test_a_controller_only_node_is_a_voter_without_broker_listeners():
+    cfg = BrokerConfig({**BASE, "process.roles": "controller", "listeners": "CONTROLLER://127.0.0.1:9093"})
+    assert cfg.quorum is not None and cfg.quorum.is_controller and not cfg.quorum.is_broker
 
 
 def test_parse_voters_refuses_duplicates():
