@@ -214,7 +214,9 @@ class PeerClient:
     def _backoff_left(self) -> float:
         if not self._failures:
             return 0.0
-        backoff = min(self.max_backoff_s, self.retry_backoff_s * 2 ** (self._failures - 1))
+        # the exponent is capped: a peer down for minutes must not overflow the float (it did after ~1000
+        # failures, and every later request to that peer then failed before connecting)
+        backoff = min(self.max_backoff_s, self.retry_backoff_s * 2 ** min(self._failures - 1, 30))
         return self._failed_at + backoff - time.monotonic()
 
     def _fail(self) -> None:

@@ -239,7 +239,9 @@ def test_group_keeps_offsets_and_rebalances_after_its_coordinators_kill(cluster)
     # the partitions are split between the members, and nobody went back before the committed offsets
     assert {tp.partition for tp in first.assignment()} | {tp.partition for tp in second.assignment()} == {0, 1, 2}
     assert not {tp.partition for tp in first.assignment()} & {tp.partition for tp in second.assignment()}
-    assert sorted(later) == sorted(f"second-{i}".encode() for i in range(30))
+    # at-least-once across the rebalance (a member may re-read what another read but had not committed),
+    # never before the committed offsets: every new record, none of the committed ones
+    assert set(later) == {f"second-{i}".encode() for i in range(30)}
     first.close()
     second.close()
     restart_and_wait_in_sync(cluster, dead)

@@ -228,3 +228,13 @@ def test_snapshot_id_and_fetch_snapshot_on_the_wire():
     out = wire.fetch_snapshot_response(0, 4, 1, (80, 3), 3000, 1024, b"abc")
     got = wire.from_fetch_snapshot_response(m.FetchSnapshotResponse.decode(out.encode(version=0), version=0))
     assert got == (0, 4, 1, 3000, 1024, b"abc")
+
+
+def test_a_peer_down_for_thousands_of_attempts_still_backs_off():
+    """The backoff after n failures is capped at max_backoff_s; n in the thousands (a peer down for many
+    minutes) once overflowed the float and made every later request to that peer fail."""
+    from minikafka.coordinator.quorum.peer import PeerClient
+    peer = PeerClient(2, "127.0.0.1", 1, "test", 1.0, retry_backoff_s=0.02, max_backoff_s=1.0)
+    for _ in range(5000):
+        peer._fail()
+    assert 0.0 < peer._backoff_left() <= 1.0
