@@ -3,7 +3,7 @@
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: run test setup setup-test bench clean kafka-lab kafka-lab-run spark-jars soak
+.PHONY: run test setup setup-test installed bench clean kafka-lab kafka-lab-run spark-jars soak
 
 setup:
 	scripts/setup.sh
@@ -14,8 +14,17 @@ setup-test:
 run: setup
 	$(VENV)/bin/minikafka serve --config config/server.properties
 
+# minikafka as users install it (scripts/installed.py): an sdist, a wheel built from it, a fresh virtualenv
+# with that wheel. `make test` runs every broker process of its minikafka passes from this install.
+INSTALLED ?= .venv-installed
+installed: setup-test
+	$(VENV)/bin/python scripts/installed.py --venv $(INSTALLED)
+
 # The whole suite against minikafka, then the black-box suites again against Apache Kafka (the
 # oracle): every semantic test must hold for both. Tests of minikafka internals are deselected there.
+# The minikafka passes start every broker (single nodes, clusters, the Docker entrypoint, the CLIs) from the
+# wheel installed by `make installed` (MINIKAFKA_EXECUTABLE), not from the editable checkout; a plain
+# `pytest` in the checkout runs them from the checkout (the fast inner loop).
 # Each pass runs on PYTEST_WORKERS pytest-xdist workers (whole files per worker), then its tests marked
 # `serial` (timing- or load-sensitive) alone. PYTEST_WORKERS=0: no xdist (ORACLE_WORKERS: the oracle pass's own). Exit 5 (nothing selected, e.g.
 # PYTEST_ARGS names a file without serial tests) is no failure of a pass.
@@ -25,9 +34,10 @@ xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile,)
 PYTEST = $(VENV)/bin/python -m pytest -q
 NONE_OK = || [ $$? -eq 5 ]
 ORACLE = $(PYTEST) -o cache_dir=.pytest_cache_kafka --broker=kafka
-test: setup-test kafka-lab spark-jars
-	$(PYTEST) -p no:cacheprovider --durations=15 $(call xdist,$(PYTEST_WORKERS)) --serial=exclude $(PYTEST_ARGS) $(NONE_OK)
-	$(PYTEST) -p no:cacheprovider --durations=10 --serial=only $(PYTEST_ARGS) $(NONE_OK)
+FROM_WHEEL = MINIKAFKA_EXECUTABLE=$(abspath $(INSTALLED))/bin/minikafka
+test: setup-test installed kafka-lab spark-jars
+	$(FROM_WHEEL) $(PYTEST) -p no:cacheprovider --durations=15 $(call xdist,$(PYTEST_WORKERS)) --serial=exclude $(PYTEST_ARGS) $(NONE_OK)
+	$(FROM_WHEEL) $(PYTEST) -p no:cacheprovider --durations=10 --serial=only $(PYTEST_ARGS) $(NONE_OK)
 	rc=0; { $(ORACLE) $(call xdist,$(ORACLE_WORKERS)) --serial=exclude tests/integration $(PYTEST_ARGS) $(NONE_OK); } || rc=1; \
 	  { $(ORACLE) --serial=only tests/integration $(PYTEST_ARGS) $(NONE_OK); } || rc=1; \
 	  [ $$rc -eq 0 ] || { echo "oracle pass: re-running its failed tests once (Apache Kafka updates metadata asynchronously)"; \
@@ -73,4 +83,4 @@ bench: setup-test kafka-lab
 	$(VENV)/bin/python -m bench.run_all $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) minikafka-data
+	rm -rf $(VENV) $(INSTALLED) dist build minikafka-data

@@ -17,6 +17,10 @@ from ..storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 
+# MINIKAFKA_* variables that are not config keys: the config file, the log level, and the `minikafka`
+# executable that the testing API (minikafka/testing.py) starts brokers with
+NOT_CONFIG_ENV = frozenset({"MINIKAFKA_CONFIG", "MINIKAFKA_LOG_LEVEL", "MINIKAFKA_EXECUTABLE"})
+
 DEFAULTS: dict[str, str] = {
     "node.id": "1",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
@@ -559,7 +563,7 @@ class BrokerConfig:
             props.update(parse_properties(Path(path).read_text()))
         env = os.environ if environ is None else environ
         for name, value in env.items():
-            if name.startswith("MINIKAFKA_") and name not in ("MINIKAFKA_CONFIG", "MINIKAFKA_LOG_LEVEL"):
+            if name.startswith("MINIKAFKA_") and name not in NOT_CONFIG_ENV:
                 props[name[len("MINIKAFKA_"):].lower().replace("_", ".")] = value
         props.update(overrides or {})
         return cls(props)

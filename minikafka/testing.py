@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Mapping
 if TYPE_CHECKING:
     from .faults import FaultsClient
 
-__all__ = ["MiniKafka", "MiniKafkaCluster", "MiniKafkaError", "free_port"]
+__all__ = ["MiniKafka", "MiniKafkaCluster", "MiniKafkaError", "free_port", "minikafka_command"]
 
 _LOG_TAIL = 4000
 
@@ -103,6 +103,29 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def minikafka_command() -> list[str]:
+    """The argv prefix that runs the `minikafka` command line for a broker subprocess.
+
+    `$MINIKAFKA_EXECUTABLE` when set: an installed `minikafka` entry point (e.g. a wheel's virtualenv, as
+    `make test` uses), run as it is, with nothing of the caller's import path. Otherwise this interpreter
+    with `-m minikafka.broker.cli`, importing the same `minikafka` the caller imported."""
+    exe = os.environ.get("MINIKAFKA_EXECUTABLE")
+    if exe:
+        return [exe]
+    return [sys.executable, "-m", "minikafka.broker.cli"]
+
+
+def subprocess_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for `minikafka_command()`: `base` (default os.environ), plus the caller's package
+    root on PYTHONPATH when the subprocess runs this interpreter (an installed executable gets none)."""
+    env = dict(os.environ if base is None else base)
+    if env.get("MINIKAFKA_EXECUTABLE"):
+        env.pop("PYTHONPATH", None)  # the install imports its own package, never a tree named here
+    else:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+    return env
 
 
 def _package_root() -> str | None:
@@ -255,7 +278,7 @@ class MiniKafka:
     # --- life cycle --------------------------------------------------------------------------------
 
     def _command(self) -> list[str]:
-        args = [sys.executable, "-m", "minikafka.broker.cli", "serve",
+        args = [*minikafka_command(), "serve",
                 "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
                 "--override", f"log.dirs={self.data_dir}"]
         for key, value in self.config.items():
@@ -276,8 +299,7 @@ class MiniKafka:
                                                   for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")])
             self._sasl_users = {}
         import kafka.protocol.metadata  # noqa: F401  (the probe's codec, loaded before the clock starts)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+        env = subprocess_env()
         t0 = time.perf_counter()
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT, env=env,

@@ -97,6 +97,30 @@ class ExternalBroker:
 
 
 @pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory) -> Path:
+    """minikafka's wheel as scripts/installed.py builds it (sdist, then the wheel from the sdist): the one
+    installed for `make test` ($MINIKAFKA_EXECUTABLE's venv), else built here once per session."""
+    sys.path.insert(0, str(ROOT))
+    from scripts.installed import build, installed_wheel
+    exe = os.environ.get("MINIKAFKA_EXECUTABLE")
+    wheel = installed_wheel(Path(exe)) if exe else None
+    return wheel or build(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def installed_minikafka(tmp_path_factory) -> Path:
+    """The `minikafka` entry point of the wheel installed into a fresh virtualenv (scripts/installed.py):
+    $MINIKAFKA_EXECUTABLE under `make test`, else installed here once per session (~40 s)."""
+    exe = os.environ.get("MINIKAFKA_EXECUTABLE")
+    if exe:
+        return Path(exe)
+    sys.path.insert(0, str(ROOT))
+    from scripts.installed import ensure
+    base = tmp_path_factory.mktemp("installed")
+    return ensure(base / "venv", base / "dist")
+
+
+@pytest.fixture(scope="session")
 def _reference_kafka(request):
     """One Apache Kafka for the whole run (tests use distinct topic names)."""
     sys.path.insert(0, str(ROOT))

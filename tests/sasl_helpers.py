@@ -23,7 +23,7 @@ from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateRespon
                                  SaslHandshakeResponse)
 
 from minikafka.broker.sasl.scram import ScramClient, salted_password
-from minikafka.testing import MiniKafka, free_port
+from minikafka.testing import MiniKafka, free_port, minikafka_command, subprocess_env
 from tests.conftest import ROOT, broker_kind
 from tests.helpers import RawClient
 
@@ -53,11 +53,10 @@ class SaslBroker:
 
 
 def format_scram(data_dir: Path, specs: list[str]) -> subprocess.CompletedProcess:
-    args = [sys.executable, "-m", "minikafka.broker.cli", "storage", "format", "--override", f"log.dirs={data_dir}"]
+    args = [*minikafka_command(), "storage", "format", "--override", f"log.dirs={data_dir}"]
     for spec in specs:
         args += ["--add-scram", spec]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, env=subprocess_env())
 
 
 def start_minikafka(data_dir: Path, extra: dict[str, str] | None = None) -> SaslBroker:

@@ -6,7 +6,6 @@ Error codes are Apache Kafka's (kafka.errors); confluent-kafka surfaces them as 
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import kafka.errors as ke
@@ -22,6 +21,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from minikafka.testing import minikafka_command, subprocess_env
 from tests.conftest import ROOT
 from tests.helpers import (
     RawClient,
@@ -415,8 +415,9 @@ def test_auto_create_off(broker_factory):
 # --- minikafka CLI -----------------------------------------------------------------------------
 
 def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "topics", *args,
-                           "--bootstrap-server", bootstrap], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    return subprocess.run([*minikafka_command(), "topics", *args,
+                           "--bootstrap-server", bootstrap], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=subprocess_env())
 
 
 def test_cli_create_list_delete(shared_broker):

@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -50,26 +49,24 @@ def loopback_envs(compose: dict) -> tuple[dict[str, dict[str, str]], dict[str, i
     return envs, external
 
 
-def test_the_compose_cluster_serves_and_survives_a_node_loss(tmp_path: Path):
+def test_the_compose_cluster_serves_and_survives_a_node_loss(tmp_path: Path, installed_minikafka: Path):
+    """As the image runs it: the wheel's virtualenv first on PATH (scripts/installed.py), the entrypoint."""
     compose = yaml.safe_load((ROOT / "docker" / "compose-cluster.yml").read_text())
     assert sorted(compose["services"]) == ["node1", "node2", "node3"]
     envs, external = loopback_envs(compose)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "minikafka").write_text(f"#!/bin/sh\nexec {sys.executable} -m minikafka.broker.cli \"$@\"\n")
-    (bindir / "minikafka").chmod(0o755)
+    bindir = installed_minikafka.parent
     procs: dict[str, subprocess.Popen] = {}
     logs: dict[str, Path] = {}
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MINIKAFKA_")}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MINIKAFKA_") and k != "PYTHONPATH"}
     try:
         for svc, env in envs.items():
             logs[svc] = tmp_path / f"{svc}.log"
             with open(logs[svc], "wb") as out:
                 procs[svc] = subprocess.Popen(
                     ["sh", str(ROOT / "docker" / "entrypoint.sh"), "--config", str(ROOT / "config" / "server.properties")],
-                    env={**base, **env, "PATH": f"{bindir}:{base['PATH']}", "PYTHONPATH": str(ROOT),
+                    env={**base, **env, "PATH": f"{bindir}:{base['PATH']}",
                          "MINIKAFKA_LOG_DIRS": str(tmp_path / svc / "data")},
-                    cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                    cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
         bootstrap = ",".join(f"127.0.0.1:{p}" for p in external.values())
         admin = AdminClient({"bootstrap.servers": bootstrap})
 

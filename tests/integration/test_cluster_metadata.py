@@ -14,6 +14,7 @@ import uuid
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
+from minikafka.testing import minikafka_command, subprocess_env
 from tests.cluster_harness import Cluster
 from tests.conftest import ROOT
 from tests.helpers import RawClient, metadata_raw, wait_until
@@ -82,9 +83,9 @@ def test_rf3_topic_is_described_alike_on_every_node(cluster):
     assert sorted(md.brokers) == [1, 2, 3]
     # minikafka's own CLI shows them too
     import subprocess
-    out = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "topics", "describe", "orders",
+    out = subprocess.run([*minikafka_command(), "topics", "describe", "orders",
                           "--bootstrap-server", cluster.nodes[1].bootstrap], capture_output=True, text=True,
-                         timeout=60, cwd=str(ROOT)).stdout
+                         timeout=60, cwd=str(ROOT), env=subprocess_env()).stdout
     for p, v in views[0].items():
         assert f"Partition: {p}\tLeader: {v[0]}\tReplicas: {list(v[2])}\tIsr: {list(v[3])}" in out, out
     # auto-creation (Metadata allowing it) goes through the controller too: num.partitions, RF 1

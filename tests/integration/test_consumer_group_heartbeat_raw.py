@@ -8,6 +8,7 @@ import pytest
 from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
+from minikafka.testing import minikafka_command, subprocess_env
 from tests.consumer_protocol_helpers import describe, heartbeat, owned_of, ready_coordinator
 from tests.group_helpers import create_topic, group_broker, unique  # noqa: F401  (fixture)
 from tests.helpers import RawClient
@@ -241,7 +242,6 @@ def test_records_decode_with_kafka_dump_log(broker_factory):
 
 def test_minikafka_cli_describes_consumer_group(group_broker):
     import subprocess
-    import sys
 
     bs = group_broker.bootstrap
     topic = create_topic(bs, unique("cgp-cli"), 2)
@@ -249,8 +249,9 @@ def test_minikafka_cli_describes_consumer_group(group_broker):
     with RawClient(bs) as c:
         ready_coordinator(c, group)
         assert heartbeat(c, group, "cli-member", 0, topics=[topic]).error_code == 0
-        res = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "groups", "describe", group,
-                              "--bootstrap-server", bs], capture_output=True, text=True, timeout=60)
+        res = subprocess.run([*minikafka_command(), "groups", "describe", group,
+                              "--bootstrap-server", bs], capture_output=True, text=True, timeout=60,
+                             env=subprocess_env())
         assert heartbeat(c, group, "cli-member", -1).error_code == 0
     assert res.returncode == 0, res.stderr
     assert "state Stable, protocol consumer/uniform, 1 member(s)" in res.stdout, res.stdout

@@ -7,14 +7,13 @@ disabled, bad rules). minikafka only: Kafka has no fault injection.
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
 from confluent_kafka import KafkaError, Producer
 
 from minikafka.faults import FaultsClient, FaultsError
-from minikafka.testing import MiniKafka, MiniKafkaError, free_port
+from minikafka.testing import MiniKafka, MiniKafkaError, free_port, minikafka_command, subprocess_env
 from tests.helpers import RawClient, build_batch, confluent_consume, fetch_once, list_offset, produce_raw, produce_request
 
 pytestmark = pytest.mark.minikafka_only
@@ -149,12 +148,13 @@ def test_bad_rules_refused(kafka, faults):
     with pytest.raises(FaultsError, match="disconnect must be one of"):
         faults.inject(api="Produce", disconnect="sometimes")
     assert faults.injected()["rules"] == []
-    cli = [sys.executable, "-m", "minikafka.broker.cli", "faults"]
+    cli = [*minikafka_command(), "faults"]
     bad = subprocess.run(cli + ["inject", "--admin-url", kafka.admin_url, "--api", "Nope", "--error", "X"],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, env=subprocess_env())
     assert bad.returncode == 1 and "unknown API 'Nope'" in bad.stderr
     ok = subprocess.run(cli + ["inject", "--admin-url", kafka.admin_url, "--api", "Fetch", "--delay-ms", "10",
-                               "--topic", "nothing-fetches-this"], capture_output=True, text=True, timeout=60)
+                               "--topic", "nothing-fetches-this"], capture_output=True, text=True, timeout=60,
+                        env=subprocess_env())
     assert ok.returncode == 0 and ok.stdout.strip().isdigit()
     listed = subprocess.run(cli + ["list", "--admin-url", kafka.admin_url], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0 and '"nothing-fetches-this"' in listed.stdout
@@ -168,9 +168,9 @@ def test_disabled_refuses_inject(minikafka_factory):
     with pytest.raises(FaultsError, match="disabled.*minikafka.faults.enable=true") as exc:
         k.faults.inject(api="Produce", error="NOT_LEADER_OR_FOLLOWER")
     assert exc.value.status == 403
-    r = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", "faults", "inject", "--admin-url",
+    r = subprocess.run([*minikafka_command(), "faults", "inject", "--admin-url",
                         k.admin_url, "--api", "Produce", "--error", "NOT_LEADER_OR_FOLLOWER"],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, env=subprocess_env())
     assert r.returncode != 0 and "disabled" in r.stderr
     with RawClient(k.bootstrap_servers) as client:  # and the broker works as ever
         assert produce_raw(client, "faults-off", build_batch([b"a"])).error_code in (0, 3)

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from minikafka.testing import minikafka_command, subprocess_env
 from tests.conftest import ROOT
 from tests.group_helpers import create_topic, group_broker, produce, unique  # noqa: F401
 
@@ -67,11 +68,12 @@ def test_console_consumer_group_and_consumer_groups_tool(group_broker, kafka_too
     assert sorted(out.split()) == sorted(v.decode() for v in second), log
 
     # minikafka's own CLI shows the same group
-    cli = [sys.executable, "-m", "minikafka.broker.cli", "groups"]
-    res = subprocess.run(cli + ["list", "--bootstrap-server", bs], capture_output=True, text=True, timeout=60)
+    cli = [*minikafka_command(), "groups"]
+    res = subprocess.run(cli + ["list", "--bootstrap-server", bs], capture_output=True, text=True, timeout=60,
+                         env=subprocess_env())
     assert res.returncode == 0 and group in res.stdout, res.stderr
     res = subprocess.run(cli + ["describe", group, "--bootstrap-server", bs], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, env=subprocess_env())
     assert res.returncode == 0, res.stderr
     rows = describe_rows(res.stdout, group)
     assert sorted(rows) == [0, 1] and all(c[3] == "7" and c[4] == "7" and c[5] == "0" for c in rows.values()), \

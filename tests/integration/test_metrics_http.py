@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from minikafka.testing import minikafka_command, subprocess_env
 from tests.conftest import free_port
 from tests.helpers import RawClient, build_batch, fetch_once, produce_raw
 
@@ -262,14 +263,13 @@ def test_hostile_http_clients(broker_factory):
 
 def test_cli_flags_turn_on_the_listener_and_json_logs(tmp_path):
     import subprocess
-    import sys
     from tests.conftest import ROOT
     port, mport = free_port(), free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka.broker.cli", "serve",
+    proc = subprocess.Popen([*minikafka_command(), "serve",
                              "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                              "--override", f"log.dirs={tmp_path / 'data'}",
                              "--metrics-listener", f"http://127.0.0.1:{mport}", "--log-format", "json"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_ready_deadline = time.monotonic() + 20
         while True:

@@ -29,11 +29,12 @@ def test_fixtures_in_this_suite(minikafka, minikafka_factory):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """minikafka installed with pip from a wheel of this tree into a private dir (no deps: the venv's)."""
+def installed(tmp_path_factory, built_wheel: Path) -> Path:
+    """minikafka's wheel (the one `make test` installs) installed with pip into a private dir (no deps: the
+    venv's)."""
     target = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT)],
-                   check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                    str(built_wheel)], check=True, timeout=300)
     entry_points = next(target.glob("minikafka-*.dist-info")) / "entry_points.txt"
     assert "minikafka.pytest_plugin = minikafka.pytest_plugin" in entry_points.read_text()
     return target

@@ -4,11 +4,11 @@ DumpLogSegments reading the transaction files minikafka writes (.txnindex, marke
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 
 import pytest
 
+from minikafka.testing import minikafka_command, subprocess_env
 from tests.conftest import ROOT
 from tests.helpers import RawClient
 from tests.integration.test_reference_lab import tool
@@ -49,8 +49,8 @@ def hanging_txn(b: str, topic: str, partition: int = 0) -> tuple[str, int, int, 
 
 
 def cli(*args: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "minikafka.broker.cli", *args], cwd=ROOT, capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run([*minikafka_command(), *args], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, env=subprocess_env())
     assert res.returncode == 0, res.stdout + res.stderr
     return res.stdout
 
