@@ -201,7 +201,7 @@ def main() -> None:
         ends = [i for i, line in enumerate(log) if "shut down cleanly" in line][-2:]
         for label, begin, end in zip(("kill -9", "clean"), [0] + ends[:1], ends):  # each restart's lines
             lines = log[begin:end + 1]
-            ready = [line for line in lines if " ready in " in line][-1:]
+            ready = [line for line in lines if " started in " in line][-1:]
             notes = [line for line in lines if "producer state of" in line or "recovered" in line
                      or "in the background" in line][:3]
             for line in ready + notes:

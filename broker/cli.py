@@ -37,8 +37,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"minikafka: configuration error: {exc}", file=sys.stderr)
         return 2
     configure(args.log_level, config.get("minikafka.log.format"))
-    from .server import run
-    return run(config)  # 0 after a clean shutdown, 1 if the logs could not be closed
+    try:
+        from .server import run
+    except ImportError as exc:  # an incomplete installation: one line, not a traceback
+        from .installation import missing_module_message
+        print(f"minikafka: {missing_module_message(exc)}", file=sys.stderr)
+        return 2
+    return run(config)  # 0 after a clean shutdown, 1 after a failed shutdown, 2 after a failed start-up
 
 
 def cmd_topics(args: argparse.Namespace) -> int:

@@ -58,6 +58,7 @@ class Broker:
 
     async def start(self) -> None:
         t0 = time.monotonic()
+        self._check_installation()
         tls_contexts = self._tls_contexts()  # keystores first: a bad one fails start-up before anything opens
         peers = self._peer_factory()  # the client side of the inter-broker / controller listeners, as early
         await self._start_admin()
@@ -101,7 +102,8 @@ class Broker:
         for server in self._servers:  # all bound first: a client answered on one listener finds every other open
             await server.start_serving()
         adv = self.state.advertised
-        log.info("minikafka %s ready in %.0f ms: node %d, cluster %s, data dir %s, advertised %s:%d",
+        log.info("minikafka %s started in %.0f ms (ready once start-up recovery finishes): node %d, cluster %s, "
+                 "data dir %s, advertised %s:%d",
                  __version__, (time.monotonic() - t0) * 1000, self.config.node_id, self.state.cluster_id,
                  ",".join(str(d) for d in self.config.log_dirs), adv.host, adv.port)
         reg, pool = self.connections, self.state.memory_pool
@@ -125,6 +127,15 @@ class Broker:
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
         self._periodic += start_log_cleaner(self.state)
         self._periodic.append(asyncio.create_task(self._warm_up()))
+
+    def _check_installation(self) -> None:
+        """Every module this role needs is present (broker/installation.py), before anything opens."""
+        from .installation import missing_modules
+        missing = missing_modules(quorum=self.config.quorum is not None)
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise StartupError(f"this installation of minikafka is incomplete: {len(missing)} module(s) that "
+                               f"the configured role needs are missing ({shown}); reinstall minikafka")
 
     def _tls_contexts(self) -> dict:
         """A TLS context per SSL / SASL_SSL listener (broker/tls.py); StartupError if one cannot be built."""
@@ -200,15 +211,23 @@ class Broker:
                  host, self.admin_port)
 
     async def _warm_up(self) -> None:
-        """Handlers, coordinators with state, then every partition log (broker/warmup.py); ready after."""
-        from .warmup import warm_up
+        """Handlers, coordinators with state, then every partition log (broker/warmup.py); ready after.
+        A warm-up that fails ends the process (exit 2) before it is ever ready: what it could not load,
+        requests would fail on."""
         assert self.state is not None
         try:
+            from .warmup import warm_up
             await warm_up(self.state)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("warm-up after start failed (handlers and logs load on first use instead)")
+        except ImportError as exc:
+            from .installation import missing_module_message
+            self.fail_startup(missing_module_message(exc))
+            return
+        except Exception as exc:
+            self.fail_startup(f"start-up failed while loading the broker's modules and coordinators: "
+                              f"{type(exc).__name__}: {exc}")
+            return
         await self._coordinators_loaded()
         if self.state.cluster is not None:  # a cluster node is ready once registered and unfenced (Kafka: RUNNING)
             await self.state.cluster.caught_up_once.wait()
@@ -248,6 +267,14 @@ class Broker:
                     plog.maybe_flush(now)
                 except Exception:
                     log.exception("flush of %s failed", plog)
+
+    def fail_startup(self, message: str) -> None:
+        """A start-up step after the listeners opened failed: one error line, never ready, exit 2."""
+        log.error("%s", message)
+        sys.stderr.write(f"minikafka: {message}\n")
+        if self.exit_code == 0:
+            self.exit_code = 2
+        self.request_stop()
 
     def request_stop(self) -> None:
         if self._stopping.is_set():
@@ -314,6 +341,8 @@ class Broker:
                 self.exit_code = 1
         if self.exit_code == 0:
             log.info("shut down cleanly")
+        elif self.exit_code == 2:
+            log.info("shut down after a failed start-up")
 
     def cancel_watchdog(self) -> None:
         """After the event loop has closed (its own teardown waits for cancelled tasks too)."""
@@ -339,9 +368,12 @@ async def serve(config: BrokerConfig, started: list[Broker] | None = None) -> in
         loop.add_signal_handler(sig, broker.request_stop)
     try:
         await broker.start()
-    except StartupError as exc:
-        log.error("%s", exc)
-        sys.stderr.write(f"minikafka: {exc}\n")
+    except (StartupError, ImportError) as exc:
+        from .installation import missing_module_message
+        message = str(exc) if isinstance(exc, StartupError) else missing_module_message(exc)
+        log.error("%s", message)
+        sys.stderr.write(f"minikafka: {message}\n")
+        broker.exit_code = 2
         await broker.stop()
         return 2
     _tune_malloc()  # after the port opened: ctypes is not needed to get there

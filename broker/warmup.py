@@ -5,11 +5,13 @@ comes here:
 1. if `__consumer_offsets` / `__transaction_state` exist: their coordinators' modules, then their
    logs (opened in worker threads), then the coordinators are built on the event loop, which starts
    their loading (broker/state.py);
-2. every other handler module (and what it imports);
+2. every other handler module (and what it imports; on a quorum node the controller listeners' too);
 3. the remaining partition logs, opened a few at a time in a worker thread (broker/log_opening.py),
    unless `minikafka.log.open.background` is false.
 A request for an API or a partition not reached yet loads it itself (`registry.spec_for`, the log
-manager's lazy `get`), so the order here only decides what is ready early.
+manager's lazy `get`), so the order here only decides what is ready early. The module lists are
+broker/installation.py's, which start-up checks are all present; a warm-up that fails all the same ends
+the process (broker/server.py): a broker never half-starts.
 
 Imports run in one worker thread, leaf modules first, starting START_DELAY_S after the port opened and
 pausing before each module while requests are in flight: on the event loop a big module (the
@@ -30,8 +32,8 @@ import threading
 import time
 from typing import Callable, Iterable
 
+from .installation import GROUP_MODULES, STORAGE_MODULES, TXN_MODULES, handler_modules
 from .log_opening import open_logs, open_remaining
-from .registry import API_TABLE, module_name
 from .state import OFFSETS_TOPIC, TXN_TOPIC, BrokerState
 
 log = logging.getLogger(__name__)
@@ -39,41 +41,6 @@ log = logging.getLogger(__name__)
 START_DELAY_S = 0.05  # clients that waited for the port send their first requests at once
 YIELD_MAX_S = 0.02
 YIELD_POLL_S = 0.001
-
-# leaf modules first, so that what a request may need early is there early
-STORAGE_MODULES = (
-    "minikafka.protocol.record_batch",
-    "minikafka.storage.batch_io",
-    "minikafka.storage.index",
-    "minikafka.storage.txn_index",
-    "minikafka.storage.segment",
-    "minikafka.storage.producer_state",
-    "minikafka.protocol.record_validator",
-    "minikafka.storage.partition_log",
-    "minikafka.broker.errors",
-)
-GROUP_MODULES = STORAGE_MODULES + (
-    "minikafka.coordinator.group_metadata",
-    "minikafka.coordinator.group_records",
-    "minikafka.coordinator.group_offsets",
-    "minikafka.coordinator.group_membership",
-    "minikafka.coordinator.group_commits",
-    "minikafka.coordinator.group_admin",
-    "minikafka.coordinator.group_coordinator",
-    "minikafka.coordinator.group_loader",
-    "minikafka.broker.background",
-)
-TXN_MODULES = STORAGE_MODULES + (
-    "minikafka.coordinator.txn_state",
-    "minikafka.coordinator.txn_log",
-    "minikafka.coordinator.txn_markers",
-    "minikafka.coordinator.txn_state_manager",
-    "minikafka.coordinator.txn_coordinator",
-)
-
-
-def handler_modules() -> list[str]:
-    return list(dict.fromkeys(module_name(e) for _key, e in sorted(API_TABLE.items())))
 
 
 async def warm_up(state: BrokerState) -> None:
@@ -92,7 +59,7 @@ async def warm_up(state: BrokerState) -> None:
         await import_in_thread(modules, busy)
         await open_logs(state.logs, [(topic, p) for p in range(info.partitions)])
         build()
-    await import_in_thread(STORAGE_MODULES + tuple(handler_modules()), busy)
+    await import_in_thread(STORAGE_MODULES + tuple(handler_modules(quorum=state.quorum is not None)), busy)
     log.info("handlers and coordinators loaded %.0f ms after start", (time.monotonic() - t0) * 1000)
     if state.config.get_bool("minikafka.log.open.background"):
         await open_remaining(state.logs,

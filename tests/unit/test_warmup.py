@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import ast
 import importlib
+import tomllib
 from pathlib import Path
 
-from minikafka.broker import warmup
+from minikafka.broker import installation
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"minikafka": "minikafka", "minikafka.broker": "broker", "minikafka.broker.handlers": "broker/handlers",
-            "minikafka.protocol": "protocol", "minikafka.storage": "storage", "minikafka.coordinator": "coordinator"}
+# every package of the wheel: pyproject.toml's mapped folders and every sub-package below them
+PACKAGES = {package: folder for package, folder in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
+    "setuptools"]["package-dir"].items()}
 
 
 def _modules() -> dict[str, Path]:
     out = {}
     for package, folder in PACKAGES.items():
-        for path in (ROOT / folder).glob("*.py"):
-            out[package if path.name == "__init__.py" else f"{package}.{path.stem}"] = path
+        for path in (ROOT / folder).rglob("*.py"):
+            if "__pycache__" in path.parts:
+                continue
+            parts = [*package.split("."), *path.relative_to(ROOT / folder).with_suffix("").parts]
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
 
 
@@ -63,5 +68,5 @@ def test_minikafka_modules_import_each_other_without_cycles():
 
 
 def test_warm_up_lists_only_existing_modules():
-    for name in {*warmup.STORAGE_MODULES, *warmup.GROUP_MODULES, *warmup.TXN_MODULES, *warmup.handler_modules()}:
+    for name in installation.required_modules(quorum=True):
         importlib.import_module(name)

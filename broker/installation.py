@@ -1,0 +1,119 @@
+"""What the configured role needs of this installation, checked before any listener opens.
+
+Most modules load after the port opens (broker/warmup.py) or on first use, so an installation that lacks
+one (a sub-package left out of a wheel, a file removed by hand) would otherwise fail late: a broker that
+answers clients, then errors. `missing_modules` locates every module the role imports during start-up and
+warm-up (their files are found, not executed: a few ms), so such a broker exits with one line instead.
+The module lists here are also the warm-up's import order (leaf modules first). Imports nothing of ours at
+module level, so that the command line can explain even a missing server module with it.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+# every package of the installation (tests/unit/test_installation.py keeps it equal to the source tree): the
+# handlers import from all of them, so any role needs them all
+PACKAGES = (
+    "minikafka.protocol",
+    "minikafka.protocol.schemas",
+    "minikafka.storage",
+    "minikafka.coordinator",
+    "minikafka.coordinator.consumer",
+    "minikafka.coordinator.quorum",
+    "minikafka.coordinator.cluster",
+    "minikafka.broker",
+    "minikafka.broker.handlers",
+    "minikafka.broker.sasl",
+    "minikafka.broker.cluster",
+    "minikafka.broker.replication",
+    "minikafka.pipelines",
+)
+STORAGE_MODULES = (
+    "minikafka.protocol.record_batch",
+    "minikafka.storage.batch_io",
+    "minikafka.storage.index",
+    "minikafka.storage.txn_index",
+    "minikafka.storage.segment",
+    "minikafka.storage.producer_state",
+    "minikafka.protocol.record_validator",
+    "minikafka.storage.partition_log",
+    "minikafka.broker.errors",
+)
+GROUP_MODULES = STORAGE_MODULES + (
+    "minikafka.coordinator.group_metadata",
+    "minikafka.coordinator.group_records",
+    "minikafka.coordinator.group_offsets",
+    "minikafka.coordinator.group_membership",
+    "minikafka.coordinator.group_commits",
+    "minikafka.coordinator.group_admin",
+    "minikafka.coordinator.group_coordinator",
+    "minikafka.coordinator.group_loader",
+    "minikafka.broker.background",
+)
+TXN_MODULES = STORAGE_MODULES + (
+    "minikafka.coordinator.txn_state",
+    "minikafka.coordinator.txn_log",
+    "minikafka.coordinator.txn_markers",
+    "minikafka.coordinator.txn_state_manager",
+    "minikafka.coordinator.txn_coordinator",
+)
+# a node of a multi-node quorum: the metadata quorum, the controller and its image, replication (every
+# module of these packages; tests/unit/test_installation.py keeps the list equal to the source tree)
+CLUSTER_MODULES = (
+    "minikafka.coordinator.quorum.raft",
+    "minikafka.coordinator.quorum.log",
+    "minikafka.coordinator.quorum.store",
+    "minikafka.coordinator.quorum.wire",
+    "minikafka.coordinator.quorum.peer",
+    "minikafka.coordinator.quorum.driver",
+    "minikafka.coordinator.cluster.records",
+    "minikafka.coordinator.cluster.image",
+    "minikafka.coordinator.cluster.placement",
+    "minikafka.coordinator.cluster.controller",
+    "minikafka.broker.cluster.views",
+    "minikafka.broker.cluster.producer_ids",
+    "minikafka.broker.cluster.forwarding",
+    "minikafka.broker.cluster.security_sync",
+    "minikafka.broker.cluster.active_controller",
+    "minikafka.broker.cluster.runtime",
+    "minikafka.broker.replication.partition_state",
+    "minikafka.broker.replication.throttle",
+    "minikafka.broker.replication.alter_partition",
+    "minikafka.broker.replication.fetcher",
+    "minikafka.broker.replication.replica_manager",
+    "minikafka.broker.coordinator_failover",
+)
+
+
+def handler_modules(quorum: bool = False) -> list[str]:
+    """The handler modules of the broker listeners, and of the controller listeners of a quorum node."""
+    from .registry import API_TABLE, CONTROLLER_API_TABLE, QUORUM_BROKER_API_TABLE, module_name
+    tables = [API_TABLE, QUORUM_BROKER_API_TABLE, CONTROLLER_API_TABLE] if quorum else [API_TABLE]
+    return list(dict.fromkeys(module_name(e) for table in tables for _key, e in sorted(table.items())))
+
+
+def required_modules(quorum: bool) -> list[str]:
+    """Every module start-up and warm-up import for this role (`quorum`: a node of a multi-node quorum)."""
+    names = [*PACKAGES, *GROUP_MODULES, *TXN_MODULES, *handler_modules(quorum)]
+    if quorum:
+        names += CLUSTER_MODULES
+    return list(dict.fromkeys(names))
+
+
+def missing_modules(quorum: bool) -> list[str]:
+    """The required modules this installation cannot locate (their packages are imported to look)."""
+    missing = []
+    for name in required_modules(quorum):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:  # a parent package is itself missing
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def missing_module_message(exc: ImportError) -> str:
+    """One line for a module that failed to import at start-up (an incomplete or broken installation)."""
+    what = f"module {exc.name!r} cannot be imported" if exc.name else "a module cannot be imported"
+    return f"this installation of minikafka is incomplete: {what} ({exc}); reinstall minikafka"
