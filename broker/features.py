@@ -13,7 +13,8 @@ Invariants:
 What the levels mean here: transaction.version >= 2 lets clients run transactions with epoch bumps
 per transaction (KIP-890 part 2; the coordinator follows the version each request carries, as Kafka
 does, and uses the finalized level for the aborts it starts itself); group.version >= 1 enables the
-consumer group protocol (KIP-848). The other features are reported as Kafka reports them.
+consumer group protocol (KIP-848); metadata.version is reported as Kafka reports it. Features whose
+behaviour is missing (NOT_IMPLEMENTED) are neither supported nor finalized.
 """
 from __future__ import annotations
 
@@ -62,16 +63,22 @@ class FeatureSpec:
         return f"{self.min_version}-{self.max_version}"
 
 
-# What Kafka 4.3.1 reports in ApiVersions on a freshly formatted single-node KRaft cluster.
+# What this broker implements, with Kafka 4.3.1's ranges and the levels it finalizes on a freshly formatted
+# cluster, for the features whose behaviour is here. A feature is listed (and reported in ApiVersions, and
+# accepted by UpdateFeatures) only once its APIs and behaviour exist: a client or tool that reads a level
+# here may rely on it.
 SUPPORTED: dict[str, FeatureSpec] = {spec.name: spec for spec in (
     FeatureSpec(METADATA_VERSION, 7, 30, 30),
-    FeatureSpec("kraft.version", 0, 1, 0),
+    FeatureSpec("kraft.version", 0, 0, 0),  # Kafka: 0-1; level 1 is the dynamic quorum (KIP-853), not here yet
     FeatureSpec(TRANSACTION_VERSION, 0, 2, 2),
     FeatureSpec(GROUP_VERSION, 0, 1, 1),
-    FeatureSpec("eligible.leader.replicas.version", 0, 1, 1, {METADATA_VERSION: 23}),
-    FeatureSpec("share.version", 0, 1, 1),
-    FeatureSpec("streams.version", 0, 1, 1),
 )}
+
+# Kafka 4.3 finalizes these too, but their behaviour is not here yet: share groups (KIP-932), streams
+# groups (KIP-1071), eligible leader replicas (KIP-966); a dynamic quorum (kraft.version 1, KIP-853). Data
+# dirs written by minikafka releases that still claimed them have them dropped at load.
+NOT_IMPLEMENTED = frozenset({"share.version", "streams.version", "eligible.leader.replicas.version",
+                             "kraft.version"})
 
 
 class FeatureUpdate(NamedTuple):
@@ -115,6 +122,15 @@ class FeatureState:
             levels = {str(k): int(v) for k, v in doc["features"].items()}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RuntimeError(f"cannot read finalized features from {self.path}: {exc}") from exc
+        withdrawn = {name: level for name, level in levels.items() if name in NOT_IMPLEMENTED
+                     and not (name in SUPPORTED and SUPPORTED[name].min_version <= level <= SUPPORTED[name].max_version)}
+        if withdrawn:
+            for name in withdrawn:
+                del levels[name]
+            log.warning("finalized features %s dropped: minikafka does not implement them (an earlier release "
+                        "claimed them)", ", ".join(f"{k}={v}" for k, v in sorted(withdrawn.items())))
+            self._write(epoch + 1, levels)
+            epoch += 1
         for name, level in list(levels.items()):
             spec = SUPPORTED.get(name)
             if spec is None or not spec.min_version <= level <= spec.max_version:

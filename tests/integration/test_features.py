@@ -11,6 +11,7 @@ import pytest
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
+from tests.conftest import broker_kind
 from tests.helpers import RawClient
 from tests.integration.test_reference_lab import tool
 
@@ -20,11 +21,24 @@ INVALID_UPDATE_VERSION = 95
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 FAILED = "The update failed for all features since the following feature had an error: "
 # Kafka 4.3.1 on a freshly formatted single-node cluster (the reference lab)
-SUPPORTED = {"metadata.version": (7, 30), "kraft.version": (0, 1), "transaction.version": (0, 2),
-             "group.version": (0, 1), "eligible.leader.replicas.version": (0, 1), "share.version": (0, 1),
-             "streams.version": (0, 1)}
-FINALIZED = {"metadata.version": 30, "transaction.version": 2, "group.version": 1,
-             "eligible.leader.replicas.version": 1, "share.version": 1, "streams.version": 1}
+KAFKA_SUPPORTED = {"metadata.version": (7, 30), "kraft.version": (0, 1), "transaction.version": (0, 2),
+                   "group.version": (0, 1), "eligible.leader.replicas.version": (0, 1), "share.version": (0, 1),
+                   "streams.version": (0, 1)}
+KAFKA_FINALIZED = {"metadata.version": 30, "transaction.version": 2, "group.version": 1,
+                   "eligible.leader.replicas.version": 1, "share.version": 1, "streams.version": 1}
+# minikafka advertises only what it implements (issue 26): no share or streams groups, no eligible leader
+# replicas, no dynamic quorum (kraft.version 1) yet; each comes back with the issue that builds it
+NOT_YET = {"share.version", "streams.version", "eligible.leader.replicas.version"}
+MINIKAFKA_SUPPORTED = {k: v for k, v in KAFKA_SUPPORTED.items() if k not in NOT_YET} | {"kraft.version": (0, 0)}
+MINIKAFKA_FINALIZED = {k: v for k, v in KAFKA_FINALIZED.items() if k not in NOT_YET}
+
+
+@pytest.fixture
+def expected(request) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    """(supported ranges, finalized levels) of the broker under test."""
+    if broker_kind(request.config) == "minikafka":
+        return MINIKAFKA_SUPPORTED, MINIKAFKA_FINALIZED
+    return KAFKA_SUPPORTED, KAFKA_FINALIZED
 
 
 def api_versions(bootstrap: str, version: int = 4) -> ApiVersionsResponse:
@@ -58,11 +72,12 @@ def tv_restored(broker):
     set_tv(broker.bootstrap, 2)
 
 
-def test_api_versions_reports_supported_and_finalized_features(broker):
+def test_api_versions_reports_supported_and_finalized_features(broker, expected):
+    supported, finalized_levels = expected
     v4 = api_versions(broker.bootstrap, 4)
-    assert {f.name: (f.min_version, f.max_version) for f in v4.supported_features} == SUPPORTED
+    assert {f.name: (f.min_version, f.max_version) for f in v4.supported_features} == supported
     fin, epoch = finalized(broker.bootstrap)
-    assert fin == FINALIZED and epoch >= 0
+    assert fin == finalized_levels and epoch >= 0
     # ApiVersions v3: supported features starting at level 0 are left out (older clients assumed >= 1)
     v3 = api_versions(broker.bootstrap, 3)
     assert all(f.min_version > 0 for f in v3.supported_features)
@@ -139,14 +154,15 @@ def describe_lines(bootstrap: str) -> dict[str, dict[str, str]]:
     return rows
 
 
-def test_kafka_features_tool_describe_downgrade_upgrade(tv_restored):
+def test_kafka_features_tool_describe_downgrade_upgrade(tv_restored, expected):
     b = tv_restored.bootstrap
+    supported, finalized_levels = expected
     rows = describe_lines(b)
     described = {name: (r["SupportedMinVersion"], r["SupportedMaxVersion"], r["FinalizedVersionLevel"])
                  for name, r in rows.items()}
-    expected = {name: (str(lo), str(hi), str(FINALIZED.get(name, 0))) for name, (lo, hi) in SUPPORTED.items()}
-    expected["metadata.version"] = ("3.3-IV3", "4.3-IV0", "4.3-IV0")
-    assert described == expected
+    want = {name: (str(lo), str(hi), str(finalized_levels.get(name, 0))) for name, (lo, hi) in supported.items()}
+    want["metadata.version"] = ("3.3-IV3", "4.3-IV0", "4.3-IV0")
+    assert described == want
     res, out = tool("kafka-features", "--bootstrap-server", b, "downgrade", "--feature", f"{TV}=1")
     assert f"{TV} was downgraded to 1." in res.stdout, out
     assert describe_lines(b)[TV]["FinalizedVersionLevel"] == "1"
@@ -185,3 +201,31 @@ def test_update_features_v0_upgrades_only(tv_restored):
     r = update(b, [U(feature=TV, max_version_level=2, allow_downgrade=True)], version=0)
     assert (r.error_code, [(x.feature, x.error_code, x.error_message) for x in r.results]) == (0, [(TV, 0, "NONE")])
     assert finalized(b)[0][TV] == 2
+
+
+@pytest.mark.minikafka_only
+@pytest.mark.parametrize("feature", sorted(NOT_YET | {"kraft.version"}))
+def test_features_not_implemented_cannot_be_finalized(broker, feature):
+    """UpdateFeatures refuses a level minikafka does not implement, as Kafka refuses an unknown feature."""
+    r = update(broker.bootstrap, [U(feature=feature, max_version_level=1, upgrade_type=UPGRADE)], version=2)
+    assert r.error_code == INVALID_UPDATE_VERSION
+    reason = "only supports versions 0" if feature == "kraft.version" else "does not support this feature."
+    assert r.error_message == f"{FAILED}Invalid update version 1 for feature {feature}. Local controller 1 {reason}"
+    assert feature not in finalized(broker.bootstrap)[0]
+
+
+@pytest.mark.minikafka_only
+def test_a_data_dir_that_claimed_unimplemented_features_drops_them(broker_factory, tmp_path):
+    """A data dir written by a release that finalized share/streams/ELR loads without them (and says so)."""
+    import json
+    b = broker_factory()
+    b.stop()
+    path = b.data_dir / "finalized-features.json"
+    doc = json.loads(path.read_text())
+    epoch = doc["epoch"]
+    doc["features"].update({"share.version": 1, "streams.version": 1, "eligible.leader.replicas.version": 1})
+    path.write_text(json.dumps(doc))
+    b.start()
+    fin, new_epoch = finalized(b.bootstrap)
+    assert fin == MINIKAFKA_FINALIZED and new_epoch == epoch + 1
+    assert "dropped: minikafka does not implement them" in b.log_text()
