@@ -71,10 +71,10 @@ def leader_endpoint(image: MetadataImage, topic: str, partition: int, listener: 
     return None if ep is None else (p.leader, ep[0], ep[1])
 
 
-def controller_id(image: MetadataImage, quorum_leader: int | None, listener: str) -> int:
-    """What Metadata/DescribeCluster name as controller: the active controller when it is an alive
-    broker (combined mode), else an alive broker (Kafka's brokers name a random one), else -1."""
+def controller_id(image: MetadataImage, listener: str) -> int:
+    """What Metadata/DescribeCluster on a broker listener name as controller: as Kafka's KRaft brokers
+    (getRandomAliveBrokerId), a random alive broker per answer, else -1. Clients send their admin requests
+    there and any broker forwards them to the active controller; naming the active controller itself would
+    leave a client that cached it waiting on a dead node after a controller failover."""
     alive = [b[0] for b in alive_brokers(image, listener)]
-    if quorum_leader is not None and quorum_leader in alive:
-        return quorum_leader
     return random.choice(alive) if alive else -1

@@ -40,7 +40,7 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
                        rack=b.rack, is_fenced=b.fenced)
                    for b in sorted(image.brokers.values(), key=lambda b: b.id)
                    if ctx.listener in b.endpoints and (fenced_too or not b.fenced)]
-        controller = controller_id(image, state.quorum.node.leader, ctx.listener)
+        controller = controller_id(image, ctx.listener)
     ops = None  # as Kafka: DescribeCluster itself needs no ACL; the operations only with DESCRIBE
     if req.include_cluster_authorized_operations:
         ops = authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME) \

@@ -124,6 +124,6 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         image = state.cluster.image
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=i, host=h, port=p, rack=rack)
                    for i, h, p, rack in brokers_for_clients(image, ctx.listener, state.node_id, (adv.host, adv.port))]
-        controller = controller_id(image, state.quorum.node.leader, ctx.listener)
+        controller = controller_id(image, ctx.listener)
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
                             controller_id=controller, topics=topics, authorized_operations=cluster_ops)
