@@ -199,8 +199,8 @@ class MiniKafka:
     (`sasl_bootstrap_servers`) where these users log in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
     (PLAIN users in the listener's JAAS config, SCRAM credentials written into the data dir before the
     first start, as `minikafka storage format --add-scram` does). Keys in `config` win.
-    `faults=True`: enable fault injection (`minikafka.faults.enable=true`, and the admin listener on a free
-    port unless `config` names one); then `kafka.faults` is a `minikafka.faults.FaultsClient`.
+    `faults=True`, or `minikafka.faults.enable=true` in `config`: enable fault injection, with the admin
+    listener on a free port unless `config` names one; then `kafka.faults` is a `minikafka.faults.FaultsClient`.
     """
 
     def __init__(self, config: Mapping[str, object] | None = None, data_dir: str | os.PathLike | None = None,
@@ -209,8 +209,10 @@ class MiniKafka:
                  sasl_users: Mapping[str, str] | None = None) -> None:
         self.config: dict[str, str] = {str(k): _config_value(v) for k, v in (config or {}).items()}
         self.host = host
-        if faults:  # fault injection needs the admin listener: one on a free port unless configured
+        if faults:
             self.config["minikafka.faults.enable"] = "true"
+        if self.config.get("minikafka.faults.enable", "").strip().lower() == "true":
+            # fault injection needs the admin listener: one on a free port unless configured
             if not self.config.get("minikafka.metrics.listener"):
                 self.config["minikafka.metrics.listener"] = f"http://{host}:{free_port(host)}"
         self.port = port or free_port(host)

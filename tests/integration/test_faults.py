@@ -156,9 +156,11 @@ def test_bad_rules_refused(kafka, faults):
                                "--topic", "nothing-fetches-this"], capture_output=True, text=True, timeout=60,
                         env=subprocess_env())
     assert ok.returncode == 0 and ok.stdout.strip().isdigit()
-    listed = subprocess.run(cli + ["list", "--admin-url", kafka.admin_url], capture_output=True, text=True, timeout=60)
+    listed = subprocess.run(cli + ["list", "--admin-url", kafka.admin_url], capture_output=True, text=True, timeout=60,
+                            env=subprocess_env())
     assert listed.returncode == 0 and '"nothing-fetches-this"' in listed.stdout
-    cleared = subprocess.run(cli + ["clear", "--admin-url", kafka.admin_url], capture_output=True, text=True, timeout=60)
+    cleared = subprocess.run(cli + ["clear", "--admin-url", kafka.admin_url], capture_output=True, text=True, timeout=60,
+                             env=subprocess_env())
     assert cleared.returncode == 0 and faults.injected()["rules"] == []
 
 
@@ -184,3 +186,17 @@ def test_factory_with_faults(minikafka_factory):
     assert k.config["minikafka.faults.enable"] == "true" and k.admin_url
     rule_id = k.faults.inject(api="Metadata", delay_ms=1, times=2)
     assert k.faults.injected()["rules"][0]["id"] == rule_id
+
+
+@pytest.mark.parametrize("switch", ["true", True, "TRUE"])
+def test_the_documented_config_switch_gives_working_faults(minikafka_factory, switch):
+    """`minikafka.faults.enable=true` in `config` alone (no faults=True): the admin listener opens on a free
+    port and `kafka.faults` injects."""
+    k = minikafka_factory(config={"minikafka.faults.enable": switch})
+    assert k.admin_url and k.config["minikafka.metrics.listener"] == k.admin_url
+    k.faults.inject(api="Produce", error="NOT_LEADER_OR_FOLLOWER", topic="switched", times=1)
+    with RawClient(k.bootstrap_servers) as client:
+        assert produce_raw(client, "switched", build_batch([b"a"])).error_code == 6
+    assert [f["api"] for f in k.faults.fired()] == ["Produce"]
+    with MiniKafka(config={"minikafka.faults.enable": "false"}, start=False) as off:
+        assert off.admin_url is None
