@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 # ApiVersions v0: api_key 18, version 0, correlation id 1, client id "bench"
@@ -48,14 +49,40 @@ def answers_api_versions(port: int) -> bool:
         return False
 
 
-def start_once(python: str, env: dict[str, str], timeout: float = 30.0) -> tuple[float, float]:
-    """(wall ms, broker CPU ms) from spawn to the first ApiVersions answer; the broker is stopped after."""
+# What no broker on this stack can beat: a server that answers the probe with fixed bytes (an empty
+# ApiVersions v0 answer) as soon as it listens, importing only what its name says.
+FLOORS = {
+    "floor: interpreter + socket": "import socket",
+    "floor: + asyncio": "import asyncio",
+    "floor: + asyncio + uvloop": "import asyncio, uvloop",
+    "floor: + asyncio + uvloop + kafka.protocol": "import minikafka, asyncio, uvloop, kafka.protocol.metadata",
+}
+_FLOOR_SERVER = """
+import sys, socket
+{imports}
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()
+while True:
+    c, _ = s.accept(); d = c.recv(64); c.sendall(b"\\x00\\x00\\x00\\x0a" + d[8:12] + b"\\x00\\x00\\x00\\x00\\x00\\x00"); c.close()
+"""
+
+
+def broker_command(python: str, port: int, data: str) -> list[str]:
+    return [python, "-m", "minikafka.broker.cli", "serve", "--log-level", "warning",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data}/data"]
+
+
+def floor_command(imports: str) -> "Callable[[str, int, str], list[str]]":
+    return lambda python, port, data: [python, "-c", _FLOOR_SERVER.format(imports=imports), str(port)]
+
+
+def start_once(python: str, env: dict[str, str], timeout: float = 30.0,
+               command: "Callable[[str, int, str], list[str]]" = broker_command) -> tuple[float, float]:
+    """(wall ms, server CPU ms) from spawn to the first ApiVersions answer; the server is stopped after."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
         t0 = time.monotonic()
-        proc = subprocess.Popen([python, "-m", "minikafka.broker.cli", "serve", "--log-level", "warning",
-                                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                                 "--override", f"log.dirs={data}/data"],
+        proc = subprocess.Popen(command(python, port, data),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                                 cwd=data)  # not the checkout: `-m` puts the cwd first on sys.path
         try:
@@ -88,10 +115,10 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def measure(python: str, runs: int) -> dict[str, float]:
+def measure(python: str, runs: int, command: Callable[[str, int, str], list[str]] = broker_command) -> dict[str, float]:
     env = clean_env()
-    start_once(python, env)  # discarded: first run warms the page cache
-    samples = [start_once(python, env) for _ in range(runs)]
+    start_once(python, env, command=command)  # discarded: first run warms the page cache
+    samples = [start_once(python, env, command=command) for _ in range(runs)]
     walls, cpus = [s[0] for s in samples], [s[1] for s in samples]
     return {"wall_median": statistics.median(walls), "wall_min": min(walls), "wall_max": max(walls),
             "cpu_median": statistics.median(cpus)}
@@ -103,18 +130,22 @@ def run(runs: int, keep_venv: str | None = None) -> dict[str, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         venv = Path(keep_venv) if keep_venv else Path(tmp) / "venv"
         python = str(venv / "bin" / "python") if (venv / "bin" / "python").exists() else installed_venv(venv)
-        return {"installed (wheel in a venv)": measure(python, runs),
-                "editable checkout": measure(sys.executable, runs)}
+        results = {"installed (wheel in a venv)": measure(python, runs),
+                   "editable checkout": measure(sys.executable, runs)}
+        for name, imports in FLOORS.items():
+            results[name] = measure(python, runs, floor_command(imports))
+        return results
 
 
 def markdown(results: dict[str, dict[str, float]], runs: int) -> str:
-    rows = ["| minikafka | wall ms, median (min–max) | broker CPU ms at ready, median |", "|---|---|---|"]
+    rows = ["| server | wall ms, median (min–max) | server CPU ms at ready, median |", "|---|---|---|"]
     for name, r in results.items():
         rows.append(f"| {name} | {r['wall_median']:.0f} ({r['wall_min']:.0f}–{r['wall_max']:.0f}) "
                     f"| {r['cpu_median']:.0f} |")
     return (f"Spawn of `python -m minikafka.broker.cli serve` (empty data dir) to the first answered "
-            f"ApiVersions request, {runs} runs after one discarded; `python -m bench.startup --runs {runs}`.\n\n"
-            + "\n".join(rows))
+            f"ApiVersions request, {runs} runs after one discarded; `python -m bench.startup --runs {runs}`. "
+            f"The floors are servers that answer the probe with fixed bytes once they listen, after importing "
+            f"what their name says, with the installed venv's interpreter.\n\n" + "\n".join(rows))
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 CONNECTION_CLOSE_WAIT_S = 2.0
 TXN_STOP_WAIT_S = 3.0
 SHUTDOWN_HARD_LIMIT_S = 10.0
+STARTUP_SETTLE_S = 0.2  # after the listeners open: then the GC resumes and malloc is tuned
 
 
 class StartupError(Exception):
@@ -86,9 +88,12 @@ class Broker:
                 from .tls import tls_protocol_factory
                 factory = tls_protocol_factory(loop, factory, tls, self.config.ssl_handshake_timeout_ms / 1000)
             try:
-                server = await loop.create_server(factory,
-                                                  listener.host or None, listener.port,
-                                                  reuse_address=True, backlog=1024, start_serving=False)
+                sock = _bound_socket(listener.host, listener.port)
+                if sock is not None:  # a numeric address: no resolver (nor its idna codec) on the way to ready
+                    server = await loop.create_server(factory, sock=sock, backlog=1024, start_serving=False)
+                else:
+                    server = await loop.create_server(factory, listener.host or None, listener.port,
+                                                      reuse_address=True, backlog=1024, start_serving=False)
             except OSError as exc:  # Kafka: "Socket server failed to bind to host:port: <reason>."
                 raise StartupError(f"Socket server failed to bind to {listener.host or '0.0.0.0'}:{listener.port}: "
                                    f"{os.strerror(exc.errno) if exc.errno else exc}.") from None
@@ -376,10 +381,35 @@ async def serve(config: BrokerConfig, started: list[Broker] | None = None) -> in
         broker.exit_code = 2
         await broker.stop()
         return 2
-    _tune_malloc()  # after the port opened: ctypes is not needed to get there
-    _resume_gc()
+    # after the first requests had their chance: ctypes and a full GC pass are not needed to answer them
+    loop.call_later(STARTUP_SETTLE_S, _tune_malloc)
+    loop.call_later(STARTUP_SETTLE_S, _resume_gc)
     await broker.wait_stopped()
     return broker.exit_code
+
+
+def _bound_socket(host: str, port: int) -> socket.socket | None:
+    """A listening TCP socket on a numeric `host` (an IPv4 or IPv6 literal), bound as create_server binds it
+    (SO_REUSEADDR, IPv6 only on an IPv6 address); None for a host name or "" (every interface, both
+    families), which create_server resolves itself."""
+    if not host:
+        return None
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        socket.inet_pton(family, host)
+    except OSError:
+        return None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _resume_gc() -> None:

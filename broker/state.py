@@ -18,7 +18,6 @@ from .authorizer import build_authorizer
 from .config import BrokerConfig, Listener
 from .dynamic_config import DynamicBrokerConfig
 from .features import FEATURES_FILE, FeatureState
-from .group_configs import GroupConfigStore
 from .meta_properties import ensure_meta
 from .memory_pool import MemoryPool, pool_capacity
 from .metrics import BrokerMetrics
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from ..coordinator.producer_ids import ProducerIdManager
     from ..coordinator.txn_coordinator import TransactionCoordinator
     from ..storage.partition_log import PartitionLog
+    from .group_configs import GroupConfigStore
     from .sasl.credentials import ScramCredentialStore
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,7 @@ class BrokerState:
         if not in_cluster:
             self.dynamic_config.load()
         self.dynamic_config.on_change(self._config_changed)
-        self.group_configs = GroupConfigStore(config, config.log_dirs[0])
-        self.group_configs.load()
+        self._group_configs: GroupConfigStore | None = None  # per-group overrides: loaded on first use / warm-up
         # SCRAM credentials (AlterUserScramCredentials, `minikafka storage format --add-scram`); read now:
         # an unreadable file refuses start-up rather than looking like "no users"
         self._scram_credentials = None
@@ -99,6 +98,16 @@ class BrokerState:
         if config.get("minikafka.faults.enable").strip().lower() == "true":
             from .faults import FaultEngine
             self.faults = FaultEngine(self)
+
+    @property
+    def group_configs(self) -> "GroupConfigStore":
+        """Per-group config overrides (broker/group_configs.py), read from the log dir on first use."""
+        if self._group_configs is None:
+            from .group_configs import GroupConfigStore
+            store = GroupConfigStore(self.config, self.config.log_dirs[0])
+            store.load()
+            self._group_configs = store
+        return self._group_configs
 
     def _config_changed(self, config: BrokerConfig) -> None:
         """A dynamic broker config changed (`config` already updated): topics without their own

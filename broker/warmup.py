@@ -60,6 +60,7 @@ async def warm_up(state: BrokerState) -> None:
         await open_logs(state.logs, [(topic, p) for p in range(info.partitions)])
         build()
     await import_in_thread(STORAGE_MODULES + tuple(handler_modules(quorum=state.quorum is not None)), busy)
+    state.group_configs  # noqa: B018  (read now: an unreadable file of group overrides fails the start-up)
     log.info("handlers and coordinators loaded %.0f ms after start", (time.monotonic() - t0) * 1000)
     if state.config.get_bool("minikafka.log.open.background"):
         await open_remaining(state.logs,
