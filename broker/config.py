@@ -131,10 +131,13 @@ DEFAULTS: dict[str, str] = {
     "log.cleaner.min.compaction.lag.ms": "0",
     "log.cleaner.max.compaction.lag.ms": str(2**63 - 1),
     "log.segment.delete.delay.ms": "60000",
-    # topic defaults minikafka accepts and reports (topic: compression.type, min.insync.replicas,
-    # segment.index.bytes, preallocate, unclean.leader.election.enable); min.insync.replicas and
-    # unclean.leader.election.enable act on a cluster only
+    # topic defaults (topic: compression.type and its levels, min.insync.replicas, segment.index.bytes,
+    # preallocate, unclean.leader.election.enable); min.insync.replicas and unclean.leader.election.enable
+    # act on a cluster only; log.preallocate can only be false
     "compression.type": "producer",
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
+    "compression.zstd.level": "3",
     "min.insync.replicas": "1",
     "log.index.size.max.bytes": "10485760",
     "log.preallocate": "false",
@@ -536,6 +539,9 @@ class BrokerConfig:
             "max.compaction.lag.ms": self.get("log.cleaner.max.compaction.lag.ms"),
             "file.delete.delay.ms": self.get("log.segment.delete.delay.ms"),
             "compression.type": self.get("compression.type"),
+            "compression.gzip.level": self.get("compression.gzip.level"),
+            "compression.lz4.level": self.get("compression.lz4.level"),
+            "compression.zstd.level": self.get("compression.zstd.level"),
             "min.insync.replicas": self.get("min.insync.replicas"),
             "segment.index.bytes": self.get("log.index.size.max.bytes"),
             "preallocate": self.get("log.preallocate"),

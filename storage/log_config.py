@@ -39,22 +39,23 @@ class LogConfig:
     # Broker-level minikafka.max.uncompressed.batch.bytes (not a topic config): the most a client batch
     # may inflate to during validation. A deliberate bound Kafka does not have (issue 11).
     max_uncompressed_batch_bytes: int = 64 * 1024 * 1024
-    # Accepted and reported (DescribeConfigs) so stock tools can set them; storage ignores them.
+    # the codec client batches are stored in (protocol/recompression.py), its levels (Kafka's defaults)
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1
-    segment_index_bytes: int = 10485760
-    preallocate: bool = False
+    segment_index_bytes: int = 10485760  # a segment rolls once its offset or time index is full
+    preallocate: bool = False  # only false: minikafka does not preallocate segment files
     unclean_leader_election_enable: bool = False
-    message_timestamp_difference_max_ms: int = LONG_MAX
     message_timestamp_before_max_ms: int = LONG_MAX
     # Kafka 4.x: log.message.timestamp.after.max.ms defaults to 1 hour (before: Long.MAX_VALUE)
     message_timestamp_after_max_ms: int = 3600000
-    # Replication throttles (kafka-reassign-partitions --throttle): validated as Kafka does and shown;
-    # replication is not throttled here.
+    # Replication throttles (kafka-reassign-partitions --throttle) of a cluster's replicas
     leader_replication_throttled_replicas: str = ""
     follower_replication_throttled_replicas: str = ""
 
@@ -132,6 +133,23 @@ def _choice(*allowed: str) -> Callable[[str, str], str]:
     return parse
 
 
+def _level(lo: int, hi: int, also: int | None = None) -> Callable[[str, str], int]:
+    """Kafka's compression level validators: [lo, hi], plus `also` (gzip's -1, zlib's default)."""
+    in_range = _integer(lo, hi)
+
+    def parse(key: str, raw: str) -> int:
+        if also is not None and raw.strip() == str(also):
+            return also
+        return in_range(key, raw)
+    return parse
+
+
+def _only_false(key: str, raw: str) -> bool:
+    if _boolean(key, raw):
+        raise InvalidConfigError(key, "true is not supported: minikafka does not preallocate segment files")
+    return False
+
+
 def _throttled_replicas(key: str, raw: str) -> str:
     """Kafka's ThrottledReplicaListValidator: '*', or partitionId:brokerId entries separated by commas."""
     items = [item.strip() for item in raw.split(",") if item.strip()]
@@ -173,15 +191,17 @@ _SPECS: dict[str, _Spec] = {
     "file.delete.delay.ms": _Spec("file_delete_delay_ms", _integer(0, LONG_MAX), _num),
     "compression.type": _Spec(
         "compression_type", _choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), _num),
+    "compression.gzip.level": _Spec("compression_gzip_level", _level(1, 9, also=-1), _num),
+    "compression.lz4.level": _Spec("compression_lz4_level", _level(1, 17), _num),
+    "compression.zstd.level": _Spec("compression_zstd_level", _level(-131072, 22), _num),
     "delete.retention.ms": _Spec("delete_retention_ms", _integer(0, LONG_MAX), _num),
     "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", _integer(0, LONG_MAX), _num),
     "max.compaction.lag.ms": _Spec("max_compaction_lag_ms", _integer(1, LONG_MAX), _num),
     "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", _ratio, _num),
     "min.insync.replicas": _Spec("min_insync_replicas", _integer(1, INT_MAX), _num),
     "segment.index.bytes": _Spec("segment_index_bytes", _integer(4, INT_MAX), _num),
-    "preallocate": _Spec("preallocate", _boolean, _bool),
+    "preallocate": _Spec("preallocate", _only_false, _bool),
     "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", _boolean, _bool),
-    "message.timestamp.difference.max.ms": _Spec("message_timestamp_difference_max_ms", _integer(0, LONG_MAX), _num),
     "message.timestamp.before.max.ms": _Spec("message_timestamp_before_max_ms", _integer(0, LONG_MAX), _num),
     "message.timestamp.after.max.ms": _Spec("message_timestamp_after_max_ms", _integer(0, LONG_MAX), _num),
     "leader.replication.throttled.replicas": _Spec("leader_replication_throttled_replicas", _throttled_replicas, _num),

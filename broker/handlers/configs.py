@@ -46,7 +46,8 @@ _TYPES = {"segment.bytes": TYPE_INT, "max.message.bytes": TYPE_INT, "index.inter
           "delete.retention.ms": TYPE_LONG, "min.compaction.lag.ms": TYPE_LONG, "max.compaction.lag.ms": TYPE_LONG,
           "min.cleanable.dirty.ratio": TYPE_DOUBLE, "min.insync.replicas": TYPE_INT,
           "segment.index.bytes": TYPE_INT, "preallocate": TYPE_BOOLEAN, "unclean.leader.election.enable": TYPE_BOOLEAN,
-          "message.timestamp.difference.max.ms": TYPE_LONG, "message.timestamp.before.max.ms": TYPE_LONG,
+          "compression.gzip.level": TYPE_INT, "compression.lz4.level": TYPE_INT, "compression.zstd.level": TYPE_INT,
+          "message.timestamp.before.max.ms": TYPE_LONG,
           "message.timestamp.after.max.ms": TYPE_LONG, "leader.replication.throttled.replicas": TYPE_LIST,
           "follower.replication.throttled.replicas": TYPE_LIST}
 # Kafka's ServerTopicConfigSynonyms: the broker config that is a topic config's default
@@ -62,7 +63,8 @@ TOPIC_BROKER_SYNONYMS = {
     "unclean.leader.election.enable": "unclean.leader.election.enable", "min.insync.replicas": "min.insync.replicas",
     "compression.type": "compression.type", "preallocate": "log.preallocate",
     "message.timestamp.type": "log.message.timestamp.type",
-    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "compression.gzip.level": "compression.gzip.level", "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
 }

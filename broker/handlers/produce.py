@@ -38,6 +38,7 @@ from ...protocol.record_batch import (
     validate_batches,
 )
 from ...protocol.record_validator import RecordValidationError, declared_inflated_size, validate_client_batch
+from ...protocol.recompression import TOPIC_CODECS, level_for, needs_recompression, recompress
 from ...storage import errors as se
 from ...storage.partition_log import AppendInfo
 from .. import acl
@@ -88,6 +89,22 @@ def _validate(records: bytes, settings) -> None:
         validate_client_batch(view[pos:pos + header.size], header, settings)
 
 
+def _validate_and_recompress(records: bytes, settings, validated: bool, target: int, level: int) -> bytes:
+    """Worker thread: the batches validated (unless they were), then re-coded in the topic's codec."""
+    if not validated:
+        _validate(records, settings)
+    return recompress(records, target, level, settings.max_uncompressed_bytes)
+
+
+def _topic_codec(config) -> tuple[int | None, int]:
+    """(codec, level) the topic stores client batches in (compression.type); codec None: the producer's."""
+    target = TOPIC_CODECS.get(config.compression_type)
+    if target is None:
+        return None, 0
+    return target, level_for(target, config.compression_gzip_level, config.compression_lz4_level,
+                             config.compression_zstd_level)
+
+
 async def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
                             acks: int, version: int,
                             transactional_id: str | None = None) -> "PartitionResponse | Appended | _Writing":
@@ -126,9 +143,16 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
         if transactional and (refused := await unverified()) is not None:
             return refused
         validated = False
+        target, level = _topic_codec(plog.config)
+        recode = target is not None and needs_recompression(records, target)
         # too large: append refuses it before looking inside (Kafka checks sizes before content)
-        if len(records) <= plog.config.max_message_bytes and _needs_worker(records):
-            await asyncio.get_running_loop().run_in_executor(None, _validate, records, plog.validation_settings())
+        if len(records) <= plog.config.max_message_bytes and (recode or _needs_worker(records)):
+            loop = asyncio.get_running_loop()
+            if recode:  # the topic's compression.type differs from the producer's codec (Kafka's LogValidator)
+                records = await loop.run_in_executor(None, _validate_and_recompress, records,
+                                                     plog.validation_settings(), False, target, level)
+            else:
+                await loop.run_in_executor(None, _validate, records, plog.validation_settings())
             validated = True
             # the world moved on while the thread validated: the partition may be gone, the
             # transaction may have ended (a late batch must not land after its marker)

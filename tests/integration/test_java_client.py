@@ -49,13 +49,17 @@ def run_java(version: str, bootstrap: str, topic: str, n: int, compression: str)
     return proc.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("version,compression", [("4.x", "none"), ("4.x", "zstd"), ("3.9", "lz4")])
-def test_java_default_producer_and_consumer(shared_broker, version, compression):
+@pytest.mark.parametrize("version,compression,topic_codec", [
+    ("4.x", "none", None), ("4.x", "zstd", None), ("3.9", "lz4", None),
+    # the topic's compression.type re-codes the producer's batches: the Java consumer reads what the broker wrote
+    ("4.x", "none", "lz4"), ("4.x", "zstd", "snappy"), ("3.9", "none", "gzip"), ("4.x", "gzip", "zstd")])
+def test_java_default_producer_and_consumer(shared_broker, version, compression, topic_codec):
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    topic = f"java-{version}-{compression}-{uuid.uuid4().hex[:6]}"
+    topic = f"java-{version}-{compression}-{topic_codec}-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
-    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(timeout=30)
+    config = {"compression.type": topic_codec} if topic_codec else {}
+    admin.create_topics([NewTopic(topic, 3, 1, config=config)])[topic].result(timeout=30)
     n = 5000
     summary = run_java(version, shared_broker.bootstrap, topic, n, compression)
     assert summary == f"produced={n} consumed={n} distinct={n} in_order=true", summary
