@@ -41,6 +41,7 @@ DEFAULTS: dict[str, str] = {
     "queued.max.request.bytes": "134217728",
     "max.connections": "2147483647",
     "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",  # host:count,... (Kafka's per-IP/host exceptions)
     "connections.max.idle.ms": "600000",
     # SASL (broker/sasl/settings.py): per-listener overrides listener.name.<l>.sasl.enabled.mechanisms,
     # listener.name.<l>.<mechanism>.sasl.jaas.config, listener.name.<l>.<mechanism>.connections.max.reauth.ms
@@ -55,6 +56,8 @@ DEFAULTS: dict[str, str] = {
     "log.segment.bytes": "1073741824",
     "log.roll.ms": "",
     "log.roll.hours": "168",
+    "log.roll.jitter.ms": "",
+    "log.roll.jitter.hours": "0",
     "log.retention.ms": "",
     "log.retention.minutes": "",
     "log.retention.hours": "168",
@@ -214,11 +217,58 @@ IGNORED_KAFKA_KEYS = frozenset({
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
     "broker.rack", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+    # accepted at the values UNSUPPORTED_VALUES allows (others are refused)
+    "principal.builder.class", "max.connection.creation.rate", "cordoned.log.dirs", "metric.reporters",
+    "config.providers",
 })
 
 
 class ConfigError(ValueError):
     """A configuration value cannot be used."""
+
+
+# Kafka broker keys whose other values ask for something minikafka does not do: refused at start-up and as a
+# dynamic change (rather than accepted and ignored). key -> (the values that are fine, why others are not)
+UNSUPPORTED_VALUES: dict[str, tuple[frozenset[str], str]] = {
+    "principal.builder.class": (frozenset({"org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"}),
+                                "principal builders are Java classes; minikafka builds principals as Kafka's default "
+                                "builder does (ssl.principal.mapping.rules, sasl.kerberos.principal.to.local.rules)"),
+    "max.connection.creation.rate": (frozenset({str(2**31 - 1)}), "connection creation rate quotas are not implemented"),
+    "cordoned.log.dirs": (frozenset(), "cordoned log dirs are not implemented"),
+    "metric.reporters": (frozenset({"org.apache.kafka.common.metrics.JmxReporter"}),
+                         "metric reporters are Java classes; minikafka exports Prometheus metrics "
+                         "(minikafka.metrics.listener)"),
+    "config.providers": (frozenset(), "config providers are Java classes"),
+}
+
+
+def parse_ip_overrides(spec: str) -> dict[str, int]:
+    """Kafka's max.connections.per.ip.overrides (`host:count,...`; a host name is resolved now, as Kafka's
+    InetAddress.getByName): IP (normalized) -> its connection limit."""
+    import ipaddress
+    out: dict[str, int] = {}
+    for item in (x.strip() for x in spec.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        try:
+            limit = int(count)
+            if not sep or not host or limit < 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"Invalid value {spec} for configuration max.connections.per.ip.overrides: "
+                              f"entries must be host:count with a count of at least 0") from None
+        host = host.strip().strip("[]")
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            import socket
+            try:
+                ip = ipaddress.ip_address(socket.gethostbyname(host))
+            except OSError as exc:
+                raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve {host}: {exc}") from None
+        out[ip.compressed] = limit
+    return out
 
 
 @dataclass(frozen=True)
@@ -433,6 +483,11 @@ class BrokerConfig:
             self.queued_max_request_bytes = int(self.get("queued.max.request.bytes"))
             self.max_connections = int(self.get("max.connections"))
             self.max_connections_per_ip = int(self.get("max.connections.per.ip"))
+            self.max_connections_per_ip_overrides = parse_ip_overrides(self.get("max.connections.per.ip.overrides"))
+            for key, (allowed, reason) in UNSUPPORTED_VALUES.items():
+                value = self.get(key).strip() if key in self.props else ""
+                if value and value not in allowed:
+                    raise ConfigError(f"{key}={value} is not supported: {reason}")
             self.connections_max_idle_ms = int(self.get("connections.max.idle.ms"))
             self.request_read_timeout_ms = int(self.get("minikafka.request.read.timeout.ms"))
             self.ssl_handshake_timeout_ms = int(self.get("minikafka.ssl.handshake.timeout.ms"))
@@ -527,6 +582,7 @@ class BrokerConfig:
         topic_props = {
             "segment.bytes": self.get("log.segment.bytes"),
             "segment.ms": self._first(("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
+            "segment.jitter.ms": self._first(("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000)),
             "retention.ms": self._retention_ms(),
             "retention.bytes": self.get("log.retention.bytes"),
             "max.message.bytes": self.get("message.max.bytes"),

@@ -30,12 +30,13 @@ class ConnectionRegistry:
     """The broker's open connections, their limits, and the sweep that enforces the timeouts."""
 
     def __init__(self, pool: MemoryPool, *, max_request: int, max_connections: int, max_connections_per_ip: int,
-                 idle_ms: int, read_timeout_ms: int) -> None:
+                 idle_ms: int, read_timeout_ms: int, per_ip_overrides: dict[str, int] | None = None) -> None:
         self.pool = pool
         self.max_request = max_request
         self.configured_max_connections = max_connections
         self.max_connections = min(max_connections, _fd_bound())
         self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides: dict[str, int] = dict(per_ip_overrides or {})  # ip -> its own limit
         self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
         self.read_timeout_s = read_timeout_ms / 1000 if read_timeout_ms > 0 else None
         self.open: set[Connection] = set()
@@ -58,13 +59,16 @@ class ConnectionRegistry:
         cfg = state.config
         return cls(state.memory_pool, max_request=cfg.socket_request_max_bytes,
                    max_connections=cfg.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
-                   idle_ms=cfg.connections_max_idle_ms, read_timeout_ms=cfg.request_read_timeout_ms)
+                   idle_ms=cfg.connections_max_idle_ms, read_timeout_ms=cfg.request_read_timeout_ms,
+                   per_ip_overrides=cfg.max_connections_per_ip_overrides)
 
-    def set_limits(self, max_connections: int, max_connections_per_ip: int) -> None:
+    def set_limits(self, max_connections: int, max_connections_per_ip: int,
+                   per_ip_overrides: dict[str, int] | None = None) -> None:
         """New limits (dynamic broker config): they apply to connections accepted from now on."""
         self.configured_max_connections = max_connections
         self.max_connections = min(max_connections, _fd_bound())
         self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides or {})
 
     def factory(self, state: "BrokerState | None", listener: str,
                 cls: type[Connection] = Connection, tls: "ListenerTls | None" = None) -> Callable[[], Connection]:
@@ -86,8 +90,9 @@ class ConnectionRegistry:
         reason = None
         if len(self.open) >= self.max_connections:
             reason = f"max.connections={self.max_connections}"
-        elif self.per_ip.get(conn.ip, 0) >= self.max_connections_per_ip:
-            reason = f"max.connections.per.ip={self.max_connections_per_ip} for {conn.ip}"
+        elif self.per_ip.get(conn.ip, 0) >= (limit := self.per_ip_overrides.get(conn.ip, self.max_connections_per_ip)):
+            reason = (f"max.connections.per.ip.overrides={limit}" if conn.ip in self.per_ip_overrides
+                      else f"max.connections.per.ip={limit}") + f" for {conn.ip}"
         if reason is not None:
             self.refused += 1
             self._refused_unlogged += 1

@@ -11,10 +11,14 @@ rename, directory fsync), so a change survives restart and kill -9; it is writte
 applied. A change is validated completely first (names, types, values through a full BrokerConfig)
 and then applied in one place, `BrokerConfig.reconfigure`, followed by the listeners registered with
 `on_change` (the topic catalog's default LogConfig, connection limits). Which keys take effect at
-runtime is listed in APPLIED; the other dynamic keys Kafka knows are accepted, stored and reported
-but change nothing in minikafka. Keys Kafka does not know are custom configs: accepted and stored,
-as Kafka does. Keys Kafka (or minikafka, for its own `minikafka.*` keys and the listeners, which it
-cannot rebind at runtime) treats as read-only are refused with Kafka's INVALID_REQUEST message.
+runtime is listed in APPLIED (listener-prefixed SASL keys too: new connections read them). The other
+dynamic keys Kafka knows are tuning with nothing a client can observe here (thread counts, cleaner
+buffers, tiered storage, Kerberos/OAuth login refresh): accepted, stored, reported, logged as not acted
+on. Values minikafka cannot honour (broker/config.py UNSUPPORTED_VALUES: Java plug-in classes,
+connection creation rate quotas, cordoned log dirs) are refused with INVALID_CONFIG. Keys Kafka does not
+know are custom configs: accepted and stored, as Kafka does. Keys Kafka (or minikafka, for its own
+`minikafka.*` keys, the listeners, which it cannot rebind, and the TLS settings of a listener, whose
+context is built at start) treats as read-only are refused with Kafka's INVALID_REQUEST message.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from typing import Callable, Iterable, Mapping
 import kafka.errors as ke
 
 from ..storage.partition_metadata import atomic_write
-from .config import DEFAULTS, BrokerConfig, ConfigError
+from .config import DEFAULTS, UNSUPPORTED_VALUES, BrokerConfig, ConfigError
 from .kafka_broker_keys import KAFKA_BROKER_KEYS, KAFKA_DYNAMIC_KEYS, TYPE_LIST, config_type
 
 log = logging.getLogger(__name__)
@@ -46,7 +50,11 @@ INVALID_CONFIG = ke.InvalidConfigurationError.errno
 # every topic without its own override (the topic catalog re-derives their LogConfig).
 # (Kafka 4.3 makes only the first name of a synonym group dynamic: log.retention.ms, not .hours.)
 APPLIED: frozenset[str] = frozenset({
-    "log.segment.bytes", "log.roll.ms", "log.retention.ms", "log.retention.bytes", "log.index.interval.bytes",
+    "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "log.index.size.max.bytes", "min.insync.replicas", "unclean.leader.election.enable",
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate", "max.connections.per.ip.overrides",
+    "transaction.partition.verification.enable", "sasl.enabled.mechanisms", "group.consumer.assignment.interval.ms",
+    "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.retention.ms", "log.retention.bytes", "log.index.interval.bytes",
     "log.flush.interval.messages",
     "log.flush.interval.ms", "log.cleanup.policy", "log.message.timestamp.type",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms", "message.max.bytes",
@@ -55,8 +63,10 @@ APPLIED: frozenset[str] = frozenset({
     "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms", "log.cleaner.backoff.ms",
 })
 
-# Dynamic in Kafka, but minikafka cannot change them while running (it would have to rebind).
-_STATIC_IN_MINIKAFKA = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
+# Dynamic in Kafka, but minikafka cannot change them while running: the listeners (it would have to rebind),
+# and what its inter-broker client and TLS contexts read once at start (listener-prefixed ssl.* keys too).
+_STATIC_IN_MINIKAFKA = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map",
+                                  "sasl.mechanism.inter.broker.protocol"})
 
 # Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: dynamic only with a listener prefix.
 _SECURITY_KEYS = frozenset({
@@ -92,10 +102,11 @@ def _per_broker_only(name: str) -> bool:
 
 
 def is_dynamic(name: str) -> bool:
-    """Whether `name` may be set dynamically (Kafka: AllDynamicConfigs; listener-prefixed ones too)."""
+    """Whether `name` may be set dynamically (Kafka: AllDynamicConfigs; listener-prefixed ones too, but
+    not a listener's TLS keystore/truststore settings: minikafka builds TLS contexts at start only)."""
     m = _LISTENER_PREFIX.match(name)
     if m:
-        return True
+        return not m.group(1).startswith("ssl.")
     return name in KAFKA_DYNAMIC_KEYS and name not in _STATIC_IN_MINIKAFKA
 
 
@@ -137,7 +148,7 @@ def _kafka_list(names: Iterable[str]) -> str:
 # BrokerConfig, with Kafka's message)
 _AT_LEAST: dict[str, int | float] = {
     "message.max.bytes": 0, "max.connections": 0, "max.connections.per.ip": 0, "log.segment.bytes": 1048576,
-    "log.roll.ms": 1, "log.index.interval.bytes": 0, "log.flush.interval.messages": 1,
+    "log.roll.ms": 1, "log.roll.jitter.ms": 0, "log.index.interval.bytes": 0, "log.flush.interval.messages": 1,
     "log.cleaner.delete.retention.ms": 0, "log.cleaner.min.compaction.lag.ms": 0,
     "log.cleaner.min.cleanable.ratio": 0, "producer.id.expiration.ms": 1, "log.cleaner.backoff.ms": 0,
     "log.message.timestamp.before.max.ms": 0, "log.message.timestamp.after.max.ms": 0,
@@ -267,7 +278,8 @@ class DynamicBrokerConfig:
 
     def check(self, props: Mapping[str, str], per_broker: bool) -> None:
         """Kafka's DynamicBrokerConfig.validateConfigs (names, then types, then level)."""
-        static = [k for k in props if not is_dynamic(k) and (k in KAFKA_BROKER_KEYS or k in DEFAULTS)]
+        static = [k for k in props if not is_dynamic(k) and (k in KAFKA_BROKER_KEYS or k in DEFAULTS
+                                                             or _LISTENER_PREFIX.match(k))]
         if static:
             raise ConfigRequestError(INVALID_REQUEST, f"Cannot update these configs dynamically: {_kafka_list(static)}")
         security = [k for k in props if k in _SECURITY_KEYS]
@@ -277,6 +289,10 @@ class DynamicBrokerConfig:
         for k, v in props.items():
             m = _LISTENER_PREFIX.match(k)
             _check_type(m.group(1) if m else k, v)
+        for k, v in props.items():  # what minikafka refuses rather than ignores (broker/config.py)
+            allowed, reason = UNSUPPORTED_VALUES.get(k, (None, ""))
+            if allowed is not None and v.strip() and v.strip() not in allowed:
+                raise ConfigRequestError(INVALID_CONFIG, f"Invalid value {v} for configuration {k}: {reason}")
         if not per_broker:
             only = [k for k in props if _per_broker_only(k)]
             if only:

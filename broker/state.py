@@ -115,7 +115,16 @@ class BrokerState:
         self.logs.default_config = config.log_config
         self.catalog.set_default_config(config.log_config)
         if self.connections is not None:
-            self.connections.set_limits(config.max_connections, config.max_connections_per_ip)
+            self.connections.set_limits(config.max_connections, config.max_connections_per_ip,
+                                        config.max_connections_per_ip_overrides)
+        if self._txns is not None:  # KIP-890 verification follows its dynamic switch
+            verify = config.get_bool("transaction.partition.verification.enable")
+            self._txns.config = self._txns.config._replace(verification_enabled=verify)
+        if self._groups is not None:  # the one dynamic consumer-group key (groups without their own override)
+            import dataclasses
+            configs = self._groups.consumer.configs
+            configs.defaults = dataclasses.replace(
+                configs.defaults, assignment_interval_ms=int(config.get("group.consumer.assignment.interval.ms")))
 
     # -- coordinators, built on first use -------------------------------------------------------
     @property

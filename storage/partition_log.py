@@ -48,6 +48,7 @@ from minikafka.protocol.record_batch import (
 from minikafka.protocol.record_validator import settings_for, validate_client_batch
 from minikafka.storage import append_writer
 from minikafka.storage.batch_io import MAX_RELATIVE_OFFSET
+from minikafka.storage.index import OffsetIndex, TimeIndex
 from minikafka.storage.leader_epoch_cache import LeaderEpochCache
 from minikafka.storage.errors import (
     KafkaStorageError,
@@ -945,14 +946,17 @@ class PartitionLog:
         return out
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now_ms: int) -> LogSegment:
-        """Kafka's shouldRoll; a segment is never rolled while empty."""
+        """Kafka's shouldRoll, incl. an offset or time index that holds segment.index.bytes (8-byte and
+        12-byte entries); a segment is never rolled while empty."""
         seg = self._active
         cfg = self._config
         used = seg.size + self._pending_bytes
         if used > 0 and (
                 used > cfg.segment_bytes - size
                 or seg.time_waited_for_roll(now_ms, max_ts) > cfg.segment_ms - seg.roll_jitter_ms
-                or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET):
+                or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
+                or len(seg.offset_index) >= cfg.segment_index_bytes // OffsetIndex.entry_size
+                or len(seg.time_index) >= cfg.segment_index_bytes // TimeIndex.entry_size):
             return self.roll(now_ms)
         return seg
 

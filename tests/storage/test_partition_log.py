@@ -231,3 +231,18 @@ def test_leader_epoch_patch(open_log):
     header = rb.parse_header(plog.read(0, 100))
     assert header.partition_leader_epoch == 7
     assert struct.unpack_from(">i", plog.read(0, 100), 12)[0] == 7
+
+
+def test_a_full_offset_or_time_index_rolls_the_segment(open_log):
+    """Kafka's shouldRoll: segment.index.bytes bounds each index (8-byte offset, 12-byte time entries)."""
+    plog = open_log(index_interval_bytes=0, segment_index_bytes=24)  # 3 offset entries, 2 time entries
+    for i in range(9):
+        plog.append(build_batch(1, value_size=10, ts=1_000 + i))
+    segments = plog.segments
+    assert len(segments) > 1
+    assert all(len(s.time_index) <= 2 and len(s.offset_index) <= 3 for s in segments)
+    assert record_offsets(read_all(plog)) == list(range(9))
+    roomy = open_log("t-1", index_interval_bytes=0)
+    for i in range(9):
+        roomy.append(build_batch(1, value_size=10, ts=1_000 + i))
+    assert len(roomy.segments) == 1
