@@ -6,7 +6,6 @@ too (and restore what they changed: the oracle is shared)."""
 from __future__ import annotations
 
 import socket
-import time
 import uuid
 
 import pytest
@@ -14,7 +13,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
 from minikafka.testing import MiniKafka, MiniKafkaError
-from tests.helpers import RawClient
+from tests.helpers import RawClient, wait_until
 from tests.integration.test_broker_configs import BROKER_RES, DELETE, SET, raw_incremental
 from tests.txn_helpers import add_partitions, end_txn, find_txn_coordinator, init_producer_id, produce_txn, txn_batch
 
@@ -26,15 +25,6 @@ def set_default(bootstrap: str, name: str, value: str | None) -> None:
     confluent-kafka does not name the default resource)."""
     code, message = raw_incremental(bootstrap, BROKER_RES, "", [(name, SET if value is not None else DELETE, value)])
     assert code == 0, message
-
-
-def eventually(check, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
 
 
 def test_verification_switch_acts_at_once(broker):
@@ -51,7 +41,8 @@ def test_verification_switch_acts_at_once(broker):
         assert produce_txn(c, tid, topic, 1, stray, version=9).error_code == INVALID_TXN_STATE
         set_default(broker.bootstrap, "transaction.partition.verification.enable", "false")
         try:  # Kafka applies broker config changes asynchronously
-            assert eventually(lambda: produce_txn(c, tid, topic, 1, stray, version=9).error_code == 0)
+            wait_until(lambda: produce_txn(c, tid, topic, 1, stray, version=9).error_code == 0, timeout=15,
+                       interval=0.2, what="a stray transactional batch accepted without verification")
         finally:
             set_default(broker.bootstrap, "transaction.partition.verification.enable", None)
         assert end_txn(c, tid, pid, epoch, False) == 0
@@ -70,11 +61,11 @@ def test_log_roll_jitter_is_the_topics_segment_jitter(broker):
     assert jitter()[0] == "0"
     set_default(broker.bootstrap, "log.roll.jitter.ms", "7000")
     try:
-        assert eventually(lambda: jitter() == ("7000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)), \
-            jitter()
+        wait_until(lambda: jitter() == ("7000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value), timeout=15,
+                   interval=0.2, what="segment.jitter.ms from the dynamic log.roll.jitter.ms")
     finally:
         set_default(broker.bootstrap, "log.roll.jitter.ms", None)
-    assert eventually(lambda: jitter()[0] == "0")
+    wait_until(lambda: jitter()[0] == "0", timeout=15, interval=0.2, what="segment.jitter.ms back to 0")
 
 
 @pytest.mark.minikafka_only
@@ -87,8 +78,8 @@ def test_per_ip_override_limits_connections(broker_factory):
         third.settimeout(5)
         assert third.recv(1) == b""  # closed by the broker: the override's limit, not max.connections.per.ip
         third.close()
-        assert "max.connections.per.ip.overrides=2 for 127.0.0.1" in eventually(
-            lambda: "max.connections.per.ip.overrides" in b.log_text() and b.log_text())
+        wait_until(lambda: "max.connections.per.ip.overrides=2 for 127.0.0.1" in b.log_text(), timeout=15,
+                   what="the refusal logged with the override's limit")
     finally:
         for c in held:
             c.close()
