@@ -164,24 +164,30 @@ class AclSet:
         self.acls: frozenset[AclBinding] = frozenset(acls)
         by_type: dict[int, list[AclBinding]] = {}
         literal: dict[tuple[int, str], list[AclBinding]] = {}
-        prefixed: dict[int, list[AclBinding]] = {}
+        prefixed: dict[tuple[int, str], list[AclBinding]] = {}
+        prefix_lengths: dict[int, set[int]] = {}
         for acl in self.acls:
             by_type.setdefault(acl.resource_type, []).append(acl)
             if acl.pattern_type == LITERAL:
                 literal.setdefault((acl.resource_type, acl.name), []).append(acl)
             elif acl.pattern_type == PREFIXED:
-                prefixed.setdefault(acl.resource_type, []).append(acl)
+                prefixed.setdefault((acl.resource_type, acl.name), []).append(acl)
+                prefix_lengths.setdefault(acl.resource_type, set()).add(len(acl.name))
         self._by_type = by_type
         self._literal = literal
         self._prefixed = prefixed
+        # per type, the distinct lengths of its prefixes: a lookup probes one dict entry per length
+        self._prefix_lengths = {t: sorted(lengths) for t, lengths in prefix_lengths.items()}
 
     def _matching(self, resource_type: int, name: str) -> Iterable[AclBinding]:
+        """The ACLs whose pattern covers (type, name): O(distinct prefix lengths), not O(ACLs)."""
         yield from self._literal.get((resource_type, name), ())
         if name != WILDCARD:
             yield from self._literal.get((resource_type, WILDCARD), ())
-        for acl in self._prefixed.get(resource_type, ()):
-            if name.startswith(acl.name):
-                yield acl
+        for length in self._prefix_lengths.get(resource_type, ()):
+            if length > len(name):
+                break
+            yield from self._prefixed.get((resource_type, name[:length]), ())
 
     def find(self, principal: str, host: str, operation: int, resource_type: int, name: str,
              allow_if_no_acl: bool) -> bool:

@@ -4,8 +4,11 @@
 see `ctx.broker.authorizer is None` and skip every check with that one attribute test.
 `org.apache.kafka.metadata.authorizer.StandardAuthorizer`: ACLs from broker/acl_store.py, matched by
 broker/acl.py; `super.users` are always allowed; `allow.everyone.if.no.acl.found` applies only when
-no ACL matches the resource at all. Decisions are cached per (principal, host, operation, resource)
-and the cache is dropped whenever the ACLs change. Any error while deciding denies.
+no ACL matches the resource at all. As Kafka's StandardAuthorizer, no decision is cached: a lookup is a
+few dict probes (broker/acl.py indexes literal names and prefixes), and a cache keyed by client-chosen
+names (32 KiB group ids) would be memory a client could fill. Denials are logged once per decision
+while the ACLs stay the same, remembered by a 64-bit digest in a set of at most AUDIT_MEMORY entries.
+Any error while deciding denies.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ audit = logging.getLogger("minikafka.authorizer")  # denials, as Kafka's kafka.a
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SUPPORTED_AUTHORIZERS = frozenset({"", STANDARD_AUTHORIZER})
-CACHE_LIMIT = 100_000
+AUDIT_MEMORY = 16_384  # denial digests remembered (an int each: ~1.5 MB at most with the set)
 
 # AclEntry.supportedOperations: what authorized-operations fields report per resource type
 SUPPORTED_OPERATIONS = {
@@ -45,9 +48,23 @@ def parse_super_users(spec: str) -> frozenset[str]:
 
 
 def host_of(peer: str) -> str:
-    """The client's address as Kafka's InetAddress.getHostAddress (peer is 'ip:port')."""
-    host = peer.rpartition(":")[0] or peer
-    return host.strip("[]")
+    """The client's address as Kafka's InetAddress.getHostAddress, which ACL hosts are compared with (peer is
+    'ip:port'): IPv4 dotted; IPv6 as Java writes it, eight hex groups without leading zeros and without
+    `::` compression (0:0:0:0:0:0:0:1); an IPv4-mapped IPv6 address as its IPv4 address."""
+    host = (peer.rpartition(":")[0] or peer).strip("[]")
+    if ":" not in host:
+        return host
+    import ipaddress
+    addr, _, scope = host.partition("%")
+    try:
+        ip = ipaddress.IPv6Address(addr)
+    except ValueError:
+        return host
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    groups = ip.packed
+    java = ":".join(f"{(groups[i] << 8) | groups[i + 1]:x}" for i in range(0, 16, 2))
+    return f"{java}%{scope}" if scope else java
 
 
 class Authorizer:
@@ -55,31 +72,34 @@ class Authorizer:
         self.store = store
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
-        self._cache: dict[tuple[str, str, int, int, str], bool] = {}
-        store.on_change(lambda _acls: self._cache.clear())
+        self._audited: set[int] = set()  # digests of denials already logged under the current ACLs
+        store.on_change(lambda _acls: self._audited.clear())
 
     def allowed(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
         if principal in self.super_users:
             return True
         if not self.store.loaded:  # a cluster node before the metadata image was applied: fail closed
             return False
-        key = (principal, host, operation, resource_type, name)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
         try:
             result = self.store.current.find(principal, host, operation, resource_type, name, self.allow_if_no_acl)
         except Exception:  # never fail open
             log.exception("authorization check failed; denying")
             return False
-        if len(self._cache) >= CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[key] = result
-        if not result:  # Kafka's authorizer audit line; once per decision while the ACLs stay the same
-            audit.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:%s",
-                       principal, A.OPERATION_NAMES.get(operation, operation), host,
-                       A.RESOURCE_TYPE_NAMES.get(resource_type, resource_type), name)
+        if not result:
+            self._audit_denial(principal, host, operation, resource_type, name)
         return result
+
+    def _audit_denial(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> None:
+        """Kafka's authorizer audit line, once per decision while the ACLs stay the same (bounded memory)."""
+        digest = hash((principal, host, operation, resource_type, name))
+        if digest in self._audited:
+            return
+        if len(self._audited) >= AUDIT_MEMORY:
+            self._audited.clear()
+        self._audited.add(digest)
+        audit.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:%s",
+                   principal, A.OPERATION_NAMES.get(operation, operation), host,
+                   A.RESOURCE_TYPE_NAMES.get(resource_type, resource_type), name[:256])
 
     def allowed_by_resource_type(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
         """Authorizer.authorizeByResourceType: allowed on some resource of the type (super users and

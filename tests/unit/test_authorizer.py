@@ -69,5 +69,31 @@ def test_super_users_and_resource_type_checks(tmp_path):
 
 
 def test_host_of():
+    """As Java's InetAddress.getHostAddress, which Kafka compares ACL hosts with: IPv6 uncompressed."""
     assert host_of("127.0.0.1:5555") == "127.0.0.1"
-    assert host_of("[::1]:5555") == "::1"
+    assert host_of("[::1]:5555") == "0:0:0:0:0:0:0:1"
+    assert host_of("::1:5555") == "0:0:0:0:0:0:0:1"
+    assert host_of("[2001:db8::ab:1]:9092") == "2001:db8:0:0:0:0:ab:1"
+    assert host_of("[fe80::1%eth0]:9092") == "fe80:0:0:0:0:0:0:1%eth0"
+    assert host_of("[::ffff:10.1.2.3]:9092") == "10.1.2.3"
+
+
+def test_ipv6_host_acls_match_the_uncompressed_form(tmp_path):
+    store = AclStore(tmp_path)
+    auth = Authorizer(store, frozenset(), allow_if_no_acl=False)
+    asyncio.run(store.create([b("t", A.READ, host="0:0:0:0:0:0:0:1")]))
+    assert auth.allowed(ANON, host_of("[::1]:1234"), A.READ, A.TOPIC, "t")
+    asyncio.run(store.create([b("u", A.READ, host="::1")]))  # Kafka never matches the compressed form
+    assert not auth.allowed(ANON, host_of("[::1]:1234"), A.READ, A.TOPIC, "u")
+
+
+def test_denials_are_not_cached_by_name(tmp_path):
+    """No per-name memory: a client asking about many long names leaves nothing behind but the bounded
+    audit digests."""
+    from minikafka.broker import authorizer as mod
+    store = AclStore(tmp_path)
+    auth = Authorizer(store, frozenset(), allow_if_no_acl=False)
+    for i in range(mod.AUDIT_MEMORY + 10):
+        assert not auth.allowed(ANON, "127.0.0.1", A.DESCRIBE, A.GROUP, f"{i}-" + "g" * 32768)
+    assert len(auth._audited) <= mod.AUDIT_MEMORY
+    assert not hasattr(auth, "_cache")
