@@ -13,13 +13,13 @@ from ..authorizer import authorize, authorize_cluster, authorized_names
 from ..context import RequestContext
 from ..registry import handles
 from ..state import BrokerState
+from .common import INTERNAL_TOPICS
 from .txn_common import OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, durable, for_version, unknown_partitions
 
 Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
 FENCED_SINCE = 2
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def _results(state: BrokerState, coord: TransactionCoordinator, txn_id: str, pid: int, epoch: int, topics,
@@ -79,7 +79,8 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ke.ClusterAuthorizationFailedError.errno,
                                           results_by_transaction=[])
     if version < 4:
-        if state.authorizer is not None:
+        # Kafka filters internal topics out before authorizing topics, so they fail also without an authorizer
+        if state.authorizer is not None or any(t.name in INTERNAL_TOPICS for t in req.v3_and_below_topics):
             refused = _unauthorized(ctx, req.v3_and_below_transactional_id, req.v3_and_below_topics)
             if refused is not None:
                 return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(refused))

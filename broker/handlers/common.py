@@ -11,6 +11,11 @@ if TYPE_CHECKING:
     from ..state import BrokerState
 
 LEADER_EPOCH = 0  # a single broker is leader of everything, forever, in epoch 0
+# Kafka's Topic.isInternal: written only by their coordinators (Produce and DeleteRecords refuse them)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# Kafka's AdminUtils.ADMIN_CLIENT_ID: the one client id whose Produce may append to an internal topic
+ADMIN_CLIENT_ID = "__admin_client"
+INVALID_TOPIC = ke.InvalidTopicError.errno
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 ZERO_UUID = uuid.UUID(int=0)

@@ -10,7 +10,7 @@ from ..authorizer import authorized_names
 from ..context import RequestContext
 from ..errors import error_code
 from ..registry import handles
-from .common import lookup_partition
+from .common import INTERNAL_TOPICS, INVALID_TOPIC, lookup_partition
 
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = TopicResult.DeleteRecordsPartitionResult
@@ -28,6 +28,8 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
                                              error_code=ke.TopicAuthorizationFailedError.errno))
                 continue
             plog, code = lookup_partition(ctx.broker, t.name, p.partition_index)
+            if not code and t.name in INTERNAL_TOPICS:  # Kafka: "Cannot delete records of internal topic"
+                plog, code = None, INVALID_TOPIC
             if not code and ctx.broker.replicas is not None:  # a cluster: only on the leader
                 code = ctx.broker.replicas.leader_error(t.name, p.partition_index)
                 plog = plog if not code else None

@@ -19,13 +19,12 @@ from ..authorizer import authorized_names, authorized_operations
 from ..context import RequestContext
 from ..registry import handles
 from ..topic_catalog import InvalidTopicNameError, validate_topic_name
-from .common import LEADER_EPOCH, ZERO_UUID
+from .common import INTERNAL_TOPICS, LEADER_EPOCH, ZERO_UUID
 
 Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 Partition = Topic.DescribeTopicPartitionsResponsePartition
 Cursor = DescribeTopicPartitionsResponse.Cursor
 MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 TOPIC_OPS = bitfield(TOPIC_OPERATIONS)  # this field is a plain int32 in kafka.protocol
 
 

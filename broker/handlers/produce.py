@@ -48,7 +48,7 @@ from ..context import RequestContext
 from ..errors import error_code, error_message
 from ..registry import handles
 from ..state import BrokerState
-from .common import LEADER_EPOCH, topic_name_for_id
+from .common import ADMIN_CLIENT_ID, INTERNAL_TOPICS, INVALID_TOPIC, LEADER_EPOCH, topic_name_for_id
 from .txn_common import IMPLICIT_ADD_PRODUCE_VERSION as TV2_PRODUCE_VERSION
 from .txn_common import verify_transactional_produce
 
@@ -106,8 +106,8 @@ def _topic_codec(config) -> tuple[int | None, int]:
 
 
 async def produce_partition(state: BrokerState, topic: str | None, index: int, records: bytes | None,
-                            acks: int, version: int,
-                            transactional_id: str | None = None) -> "PartitionResponse | Appended | _Writing":
+                            acks: int, version: int, transactional_id: str | None = None,
+                            internal_allowed: bool = False) -> "PartitionResponse | Appended | _Writing":
     """Checks, validation and the offsets of one partition's records; their file write may still be
     going on (`_Writing`): the caller starts the other partitions before waiting for it."""
     if acks not in VALID_ACKS:
@@ -142,6 +142,8 @@ async def produce_partition(state: BrokerState, topic: str | None, index: int, r
 
         if transactional and (refused := await unverified()) is not None:
             return refused
+        if topic in INTERNAL_TOPICS and not internal_allowed:  # Kafka's appendToLocalLog, for every principal
+            return _error(index, INVALID_TOPIC)  # Kafka's answer carries no message
         validated = False
         target, level = _topic_codec(plog.config)
         recode = target is not None and needs_recompression(records, target)
@@ -282,6 +284,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         if refused is None or isinstance(refused, ProduceResponse):
             return refused
         denied = refused
+    internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
     responses = []
     since_yield = 0
     started: list[tuple[object, list[PartitionResponse | Appended | _Writing]]] = []
@@ -293,7 +296,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 parts.append(_error(p.index, ke.TopicAuthorizationFailedError.errno))
                 continue
             parts.append(await produce_partition(state, name, p.index, p.records, req.acks, ctx.api_version,
-                                                 req.transactional_id))
+                                                 req.transactional_id, internal_allowed))
             since_yield += len(p.records or b"")
             if since_yield >= YIELD_EVERY_BYTES:  # let other connections in between big partitions
                 since_yield = 0
