@@ -113,6 +113,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     62: ApiEntry("controller", 0, 4),  # BrokerRegistration
     63: ApiEntry("controller", 0, 2),  # BrokerHeartbeat
     67: ApiEntry("controller", 0, 0),  # AllocateProducerIds (KIP-730)
+    58: ApiEntry("envelope", 0, 0),  # Envelope: a client's request forwarded by a broker, with its principal
 }
 
 # Served on broker listeners too, but only by a node in a multi-node quorum: Kafka's brokers forward

@@ -2,6 +2,7 @@
 the JSON schemas in protocol/schemas/ (same codec as every other API)."""
 from __future__ import annotations
 
+from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_message import ApiMessage
 
 from . import schemas
@@ -10,7 +11,8 @@ __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "C
            "ConsumerGroupDescribeResponse", "VoteRequest", "VoteResponse", "BeginQuorumEpochRequest",
            "BeginQuorumEpochResponse", "EndQuorumEpochRequest", "EndQuorumEpochResponse",
            "BrokerRegistrationRequest", "BrokerRegistrationResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "AlterPartitionRequest", "AlterPartitionResponse", "AllocateProducerIdsRequest", "AllocateProducerIdsResponse",
-           "FetchSnapshotRequest", "FetchSnapshotResponse"]
+           "FetchSnapshotRequest", "FetchSnapshotResponse", "EnvelopeRequest", "EnvelopeResponse",
+           "DefaultPrincipalData"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -91,3 +93,15 @@ class FetchSnapshotRequest(ApiMessage, load_json=schemas):
 
 class FetchSnapshotResponse(ApiMessage, load_json=schemas):
     pass
+
+
+class EnvelopeRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class EnvelopeResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class DefaultPrincipalData(ApiData, load_json=schemas):
+    """A forwarded client principal as Kafka's DefaultKafkaPrincipalBuilder serializes it (version-prefixed)."""

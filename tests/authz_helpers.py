@@ -41,17 +41,19 @@ class AdminRawClient(RawClient):
         self.correlation_id = 0
 
 
-def oracle_kafka(work_dir: Path | None = None):
-    """The Apache Kafka lab broker configured as described above (not started)."""
+def oracle_kafka(work_dir: Path | None = None, controller_users: dict[str, str] | None = None):
+    """The Apache Kafka lab broker configured as described above (not started). `controller_users`: more
+    PLAIN users {name: password} who may log in on the CONTROLLER listener (no rights but their ACLs)."""
     from scripts.apache_kafka import KafkaBroker, free_port
 
+    extra = " ".join(f'user_{u}="{p}"' for u, p in (controller_users or {}).items())
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-            'password="admin-secret" user_admin="admin-secret";')
+            f'password="admin-secret" user_admin="admin-secret" {extra};')
 
     class SecuredKafka(KafkaBroker):
         def properties(self, overrides=None):
             props = super().properties(overrides)
-            internal = free_port()
+            internal = self.internal_port = getattr(self, "internal_port", None) or free_port()
             props.update({
                 "listeners": f"PLAINTEXT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{internal},"
                              f"CONTROLLER://127.0.0.1:{self.controller_port}",

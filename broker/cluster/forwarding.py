@@ -2,8 +2,9 @@
 ForwardingManager for CreateAcls, DeleteAcls, AlterUserScramCredentials and BROKER config changes).
 
 The receiving broker has already authorized the request (and, for its own per-broker configs,
-validated them); the controller validates against its image, appends the records and answers once
-they are committed. The answer goes back to the client unchanged, after this node's own image-fed
+validated them); it goes to the controller inside an Envelope carrying the client's principal and address
+(`forwarded_for`), so the controller authorizes it again as that client, as Kafka's does; the controller
+validates against its image, appends the records and answers once they are committed. The answer goes back to the client unchanged, after this node's own image-fed
 state shows the change or a short bound passes (so a Describe here right after sees it; other nodes
 follow within their metadata lag). No controller within the timeout: REQUEST_TIMED_OUT per item.
 """
@@ -17,7 +18,7 @@ from kafka.protocol.admin import (CreateAclsResponse, DeleteAclsResponse, Increm
                                   IncrementalAlterConfigsResponse)
 from kafka.protocol.admin.users import AlterUserScramCredentialsResponse
 
-from .runtime import ControllerUnavailableError
+from .runtime import ControllerUnavailableError, ForwardedFor
 
 if TYPE_CHECKING:
     from ..state import BrokerState
@@ -40,20 +41,30 @@ async def _until(done: Callable[[], bool], timeout_s: float = VISIBLE_WAIT_S) ->
         await asyncio.sleep(0.02)
 
 
-async def _forward(state: "BrokerState", req: Any, version: int, resp_cls: type, items: Callable[[Any], list]) -> Any:
-    """The controller's answer, or None when none answered in time."""
+def forwarded_for(ctx: Any) -> ForwardedFor:
+    """Whom a request handled here is forwarded for: its client's principal, address and client id."""
+    host = ctx.peer.rpartition(":")[0].strip("[]") or ctx.peer  # the peer is "ip:port"
+    return ForwardedFor(ctx.principal, host, ctx.client_id)
+
+
+async def _forward(state: "BrokerState", req: Any, version: int, resp_cls: type, items: Callable[[Any], list],
+                   who: ForwardedFor | None) -> Any:
+    """The controller's answer, or the error (code, message) when none answered in time or the forwarding
+    envelope was refused."""
     try:
         return await state.cluster.controller_request(req, version, resp_cls,
-                                                      not_controller=lambda r: _all_not_controller(items(r)))
-    except ControllerUnavailableError:
-        return None
+                                                      not_controller=lambda r: _all_not_controller(items(r)),
+                                                      on_behalf=who)
+    except ControllerUnavailableError as exc:
+        return exc.code, (TIMED_OUT_MESSAGE if exc.code == TIMED_OUT else str(exc))
 
 
-async def forward_create_acls(state: "BrokerState", req: Any, version: int, bindings: list) -> CreateAclsResponse:
-    resp = await _forward(state, req, version, CreateAclsResponse, lambda r: r.results)
-    if resp is None:
+async def forward_create_acls(state: "BrokerState", req: Any, version: int, bindings: list,
+                              who: ForwardedFor | None = None) -> CreateAclsResponse:
+    resp = await _forward(state, req, version, CreateAclsResponse, lambda r: r.results, who)
+    if isinstance(resp, tuple):
         R = CreateAclsResponse.AclCreationResult
-        return CreateAclsResponse(throttle_time_ms=0, results=[R(error_code=TIMED_OUT, error_message=TIMED_OUT_MESSAGE)
+        return CreateAclsResponse(throttle_time_ms=0, results=[R(error_code=resp[0], error_message=resp[1])
                                                                for _ in bindings])
     store = state.authorizer.store
     made = [b for b, r in zip(bindings, resp.results) if r.error_code == 0]
@@ -61,12 +72,13 @@ async def forward_create_acls(state: "BrokerState", req: Any, version: int, bind
     return resp
 
 
-async def forward_delete_acls(state: "BrokerState", req: Any, version: int, n: int) -> DeleteAclsResponse:
-    resp = await _forward(state, req, version, DeleteAclsResponse, lambda r: r.filter_results)
-    if resp is None:
+async def forward_delete_acls(state: "BrokerState", req: Any, version: int, n: int,
+                              who: ForwardedFor | None = None) -> DeleteAclsResponse:
+    resp = await _forward(state, req, version, DeleteAclsResponse, lambda r: r.filter_results, who)
+    if isinstance(resp, tuple):
         R = DeleteAclsResponse.DeleteAclsFilterResult
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
-            R(error_code=TIMED_OUT, error_message=TIMED_OUT_MESSAGE, matching_acls=[]) for _ in range(n)])
+            R(error_code=resp[0], error_message=resp[1], matching_acls=[]) for _ in range(n)])
     from ..acl import AclBinding
     gone = [AclBinding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
                        m.permission_type) for f in resp.filter_results for m in f.matching_acls]
@@ -75,14 +87,15 @@ async def forward_delete_acls(state: "BrokerState", req: Any, version: int, n: i
     return resp
 
 
-async def forward_scram(state: "BrokerState", req: Any) -> AlterUserScramCredentialsResponse:
+async def forward_scram(state: "BrokerState", req: Any, who: ForwardedFor | None = None
+                        ) -> AlterUserScramCredentialsResponse:
     from ..sasl.scram import MECHANISM_BY_TYPE
-    resp = await _forward(state, req, 0, AlterUserScramCredentialsResponse, lambda r: r.results)
-    if resp is None:
+    resp = await _forward(state, req, 0, AlterUserScramCredentialsResponse, lambda r: r.results, who)
+    if isinstance(resp, tuple):
         R = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
         names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
-            R(user=name, error_code=TIMED_OUT, error_message=TIMED_OUT_MESSAGE) for name in names])
+            R(user=name, error_code=resp[0], error_message=resp[1]) for name in names])
     ok = {r.user for r in resp.results if r.error_code == 0}
     store = state.scram_credentials
     gone = [(d.name, MECHANISM_BY_TYPE[d.mechanism]) for d in req.deletions if d.name in ok]
@@ -101,8 +114,8 @@ async def forward_scram(state: "BrokerState", req: Any) -> AlterUserScramCredent
     return resp
 
 
-async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]]
-                                 ) -> dict[str, tuple[int, str | None]]:
+async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]],
+                                 who: ForwardedFor | None = None) -> dict[str, tuple[int, str | None]]:
     """BROKER resource ("" or this broker's id) -> key -> new value (None: deleted), validated here, to
     the controller as IncrementalAlterConfigs SET/DELETE; (error code, message) per resource name."""
     dynamic = state.dynamic_config
@@ -111,9 +124,9 @@ async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[s
     req = IncrementalAlterConfigsRequest(resources=[R(resource_type=BROKER_CONFIG, resource_name=name, configs=[
         C(name=k, config_operation=0 if v is not None else 1, value=v) for k, v in sorted(ops.items())])
         for name, ops in changes.items()], validate_only=False)
-    resp = await _forward(state, req, 1, IncrementalAlterConfigsResponse, lambda r: r.responses)
-    if resp is None:
-        return {name: (TIMED_OUT, TIMED_OUT_MESSAGE) for name in changes}
+    resp = await _forward(state, req, 1, IncrementalAlterConfigsResponse, lambda r: r.responses, who)
+    if isinstance(resp, tuple):
+        return {name: resp for name in changes}
     answers = {x.resource_name: (x.error_code, x.error_message) for x in resp.responses}
     ok = {name: ops for name, ops in changes.items() if answers.get(name, (1,))[0] == 0}
     await _until(lambda: all(dynamic.layer(per_broker=name != "").get(k) == v

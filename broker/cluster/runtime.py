@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ...coordinator.cluster.image import MetadataImage
 from ...coordinator.quorum.peer import PeerClient, PeerError
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from .active_controller import ActiveController
 
 log = logging.getLogger(__name__)
+
+ENVELOPE_VERSION = 0
+NOT_CONTROLLER_CODE = 41
 
 NOT_CONTROLLER = 41
 STALE_BROKER_EPOCH = 77
@@ -51,7 +54,8 @@ Listener = Callable[[MetadataImage, list[tuple[str, int]], list[str]], Any]
 
 
 class ControllerUnavailableError(Exception):
-    """No active controller answered in time."""
+    """No active controller answered in time (`code`: what the client is answered)."""
+    code = 7  # REQUEST_TIMED_OUT
 
 
 def _top_level_not_controller(resp: Any) -> bool:
@@ -392,16 +396,24 @@ class ClusterRuntime:
 
     async def controller_request(self, req: Any, version: int, resp_cls: type,
                                  not_controller: Callable[[Any], bool] = _top_level_not_controller,
-                                 timeout_s: float | None = None, channel: str = "requests") -> Any:
+                                 timeout_s: float | None = None, channel: str = "requests",
+                                 on_behalf: "ForwardedFor | None" = None) -> Any:
         """`req` answered by the active controller (retried on NOT_CONTROLLER, a lost connection or no
-        known leader); ControllerUnavailableError when `timeout_s` (default 30 s) passes first."""
+        known leader); ControllerUnavailableError when `timeout_s` (default 30 s) passes first.
+        `on_behalf`: a client's request, sent inside an Envelope carrying that client's principal and
+        address, so that the controller authorizes it as that client (Kafka's ForwardingManager); without
+        it the request goes as this broker's own (its inter-broker principal)."""
         deadline = time.monotonic() + (self.controller_timeout_s if timeout_s is None else timeout_s)
         backoff = 0.02
         while True:
             leader = self.driver.node.leader
             if leader is not None:
                 try:
-                    resp = await self._client(leader, channel).request(req, version, resp_cls)
+                    client = self._client(leader, channel)
+                    if on_behalf is None:
+                        resp = await client.request(req, version, resp_cls)
+                    else:
+                        resp = await _enveloped(client, req, version, resp_cls, on_behalf)
                     resp._header = None
                     if not not_controller(resp):
                         return resp
@@ -411,3 +423,39 @@ class ClusterRuntime:
                 raise ControllerUnavailableError(f"no active controller answered within the timeout")
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 0.5)
+
+
+class ForwardedFor(NamedTuple):
+    """Whose request a broker forwards: the client's principal ("User:alice"), address and client id."""
+    principal: str
+    host: str
+    client_id: str | None = None
+
+
+class EnvelopeRefused(ControllerUnavailableError):
+    """The controller refused the Envelope itself (not the request inside, e.g. this broker lacks
+    CLUSTER_ACTION): as Kafka's ForwardingManager, the client gets UNKNOWN_SERVER_ERROR."""
+    code = -1
+
+    def __init__(self, envelope_error: int) -> None:
+        super().__init__(f"the controller refused the forwarding envelope: error {envelope_error}")
+        self.envelope_error = envelope_error
+
+
+async def _enveloped(client: PeerClient, req: Any, version: int, resp_cls: type, who: ForwardedFor) -> Any:
+    """`req` inside an Envelope on behalf of `who`; the inner response, decoded. NOT_CONTROLLER on the
+    envelope reads as "not the controller" for the retry (the answer is then re-sent to the new one)."""
+    from ...protocol.envelope import (address_bytes, inner_request_bytes, inner_response_body,
+                                      principal_bytes)
+    from ...protocol.messages import EnvelopeRequest, EnvelopeResponse
+    env = EnvelopeRequest(request_data=inner_request_bytes(req, version, who.client_id),
+                          request_principal=principal_bytes(who.principal),
+                          client_host_address=address_bytes(who.host))
+    answer = await client.request(env, ENVELOPE_VERSION, EnvelopeResponse)
+    if answer.error_code == NOT_CONTROLLER_CODE:
+        raise PeerError("the envelope reached a node that is not the active controller")
+    if answer.error_code or answer.response_data is None:
+        raise EnvelopeRefused(answer.error_code)
+    flexible = req.flexible_version_q(version)
+    return resp_cls.decode(bytes(inner_response_body(bytes(answer.response_data), flexible)), version=version,
+                           header=False)

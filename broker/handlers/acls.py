@@ -62,8 +62,8 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
         # Kafka cannot even build such a binding: the whole request fails with UNKNOWN_SERVER_ERROR
         return CreateAclsResponse(throttle_time_ms=0, results=[Result(error_code=-1, error_message=None)] * n)
     if ctx.broker.cluster is not None:  # a cluster: the active controller records it (Kafka forwards it)
-        from ..cluster.forwarding import forward_create_acls
-        return await forward_create_acls(ctx.broker, req, ctx.api_version, bindings)
+        from ..cluster.forwarding import forward_create_acls, forwarded_for
+        return await forward_create_acls(ctx.broker, req, ctx.api_version, bindings, forwarded_for(ctx))
     errors = await store.create(bindings)
     return CreateAclsResponse(throttle_time_ms=0, results=[
         Result(error_code=0, error_message="") if err is None
@@ -112,8 +112,8 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
             FilterResult(error_code=SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])] * n)
     if ctx.broker.cluster is not None:
-        from ..cluster.forwarding import forward_delete_acls
-        return await forward_delete_acls(ctx.broker, req, ctx.api_version, n)
+        from ..cluster.forwarding import forward_delete_acls, forwarded_for
+        return await forward_delete_acls(ctx.broker, req, ctx.api_version, n, forwarded_for(ctx))
     results = await ctx.broker.authorizer.store.delete(filters)
     out = []
     for res in results:

@@ -3,6 +3,7 @@ mode, for `--bootstrap-controller` tools) the quorum's voters as controllers, th
 controller id."""
 from __future__ import annotations
 
+import kafka.errors as ke
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
 from .. import acl
@@ -54,6 +55,10 @@ def _controllers(ctx: RequestContext, req: DescribeClusterRequest, endpoint_type
     """Kafka's controller: only the CONTROLLER endpoint type is served there."""
     state = ctx.broker
     driver = state.quorum
+    if not authorize_cluster(ctx, acl.ALTER):  # Kafka's ControllerApis: "a high level of permissions", first
+        return DescribeClusterResponse(throttle_time_ms=0, error_code=ke.ClusterAuthorizationFailedError.errno,
+                                       error_message="Cluster authorization failed.", endpoint_type=endpoint_type,
+                                       cluster_id=state.cluster_id or "", controller_id=-1, brokers=[])
     if endpoint_type != CONTROLLERS_ENDPOINT or driver is None:
         return DescribeClusterResponse(throttle_time_ms=0, error_code=MISMATCHED_ENDPOINT_TYPE,
                                        error_message="The request was sent to an endpoint of type CONTROLLER, but we "
@@ -64,7 +69,8 @@ def _controllers(ctx: RequestContext, req: DescribeClusterRequest, endpoint_type
                                                                  is_fenced=False)
                    for v, (host, port) in sorted(driver.quorum.voters.items())]
     leader = driver.node.leader
-    ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else None
+    ops = authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME) if req.include_cluster_authorized_operations \
+        else None
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
                                    cluster_id=state.cluster_id or "", controller_id=-1 if leader is None else leader,
                                    brokers=controllers, authorized_operations=ops)

@@ -363,9 +363,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         await ctx.broker.group_configs.commit(group_changes)
     if topic_changes:
-        await _commit_topic_changes(ctx.broker, topic_changes, out)
+        await _commit_topic_changes(ctx, topic_changes, out)
     if broker_changes:
-        await _commit_broker_changes(ctx.broker, broker_changes, out)
+        await _commit_broker_changes(ctx, broker_changes, out)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
@@ -388,21 +388,24 @@ def _alter_one(state: BrokerState, r, validate_only: bool, group_changes: dict[s
     return _alter_topic(state, r.resource_name, props, validate_only, topic_changes)
 
 
-async def _commit_topic_changes(state: BrokerState, changes: dict[str, dict[str, str]], out: list) -> None:
+async def _commit_topic_changes(ctx: RequestContext, changes: dict[str, dict[str, str]], out: list) -> None:
     """A cluster: the topics' new overrides go to the active controller as one AlterConfigs (full
     replacement per topic); its per-topic errors replace ours; this node waits (bounded) until its
     metadata shows them, so a DescribeConfigs here right after sees the change."""
+    from ..cluster.forwarding import forwarded_for
     from ..cluster.runtime import ControllerUnavailableError
+    state = ctx.broker
     R = AlterConfigsRequest.AlterConfigsResource
     req = AlterConfigsRequest(resources=[R(resource_type=TOPIC_CONFIG, resource_name=name, configs=[
         R.AlterableConfig(name=k, value=v) for k, v in sorted(props.items())]) for name, props in changes.items()],
         validate_only=False)
     try:
         resp = await state.cluster.controller_request(req, 2, AlterConfigsResponse, not_controller=lambda r: bool(
-            r.responses) and all(x.error_code == 41 for x in r.responses))
+            r.responses) and all(x.error_code == 41 for x in r.responses), on_behalf=forwarded_for(ctx))
         answers = {x.resource_name: (x.error_code, x.error_message) for x in resp.responses}
-    except ControllerUnavailableError:
-        answers = {name: (ke.RequestTimedOutError.errno, "No active controller answered in time.") for name in changes}
+    except ControllerUnavailableError as exc:
+        message = "No active controller answered in time." if exc.code == ke.RequestTimedOutError.errno else str(exc)
+        answers = {name: (exc.code, message) for name in changes}
     for o in out:
         if o.resource_type == TOPIC_CONFIG and o.resource_name in changes:
             o.error_code, o.error_message = answers.get(o.resource_name, (-1, "No answer from the controller for this topic"))
@@ -415,10 +418,10 @@ async def _commit_topic_changes(state: BrokerState, changes: dict[str, dict[str,
             await asyncio.sleep(0.02)
 
 
-async def _commit_broker_changes(state: BrokerState, changes: dict[str, dict[str, str | None]], out: list) -> None:
+async def _commit_broker_changes(ctx: RequestContext, changes: dict[str, dict[str, str | None]], out: list) -> None:
     """A cluster: BROKER config changes go to the active controller (ConfigRecords); its answers replace ours."""
-    from ..cluster.forwarding import forward_broker_configs
-    answers = await forward_broker_configs(state, changes)
+    from ..cluster.forwarding import forward_broker_configs, forwarded_for
+    answers = await forward_broker_configs(ctx.broker, changes, forwarded_for(ctx))
     for o in out:
         if o.resource_type == BROKER_CONFIG and o.resource_name in changes:
             o.error_code, o.error_message = answers.get(o.resource_name, (-1, "No answer from the controller"))
@@ -439,7 +442,7 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         await ctx.broker.group_configs.commit(group_changes)
     if topic_changes:
-        await _commit_topic_changes(ctx.broker, topic_changes, out)
+        await _commit_topic_changes(ctx, topic_changes, out)
     if broker_changes:
-        await _commit_broker_changes(ctx.broker, broker_changes, out)
+        await _commit_broker_changes(ctx, broker_changes, out)
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -46,6 +46,7 @@ BROKER_ID_NOT_REGISTERED = 102
 INVALID_TOPIC = 17
 INVALID_CONFIG = 40
 UNKNOWN_TOPIC_ID = 100
+UNKNOWN_TOPIC_OR_PARTITION = 3
 TOPIC_RESOURCE = 2
 METADATA_TOPIC = "__cluster_metadata"
 COMMIT_TIMEOUT_S = 30.0
@@ -266,10 +267,17 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
             results.append(_topic_error(t.name, code, None))
             continue
         topic_id, plan = out
+        tid = ZERO_UUID if req.validate_only else uuid.UUID(topic_id)
+        if not authorize(ctx, acl.DESCRIBE_CONFIGS, acl.TOPIC, t.name):
+            # as Kafka's controller: no configs, partitions or replication factor without DESCRIBE_CONFIGS
+            results.append(CreatableTopicResult(name=t.name, topic_id=tid, error_code=0, error_message=None,
+                                                num_partitions=-1, replication_factor=-1, configs=[],
+                                                topic_config_error_code=TOPIC_AUTHORIZATION_FAILED))
+            continue
         described = [CreatableTopicResult.CreatableTopicConfigs(
             name=c.name, value=c.value, read_only=c.read_only, config_source=c.config_source, is_sensitive=False)
             for c in describe_topic_configs(state, configs, None, False)]
-        results.append(CreatableTopicResult(name=t.name, topic_id=ZERO_UUID if req.validate_only else uuid.UUID(topic_id),
+        results.append(CreatableTopicResult(name=t.name, topic_id=tid,
                                             error_code=0, error_message=None, num_partitions=len(plan),
                                             replication_factor=len(next(iter(plan.values()))) if plan else rf,
                                             configs=described))
@@ -283,19 +291,33 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
     targets = [(t.name, t.topic_id) for t in req.topics] if ctx.api_version >= 6 else \
         [(n, ZERO_UUID) for n in req.topic_names]
     results = []
+    cluster_delete = authorize_cluster(ctx, acl.DELETE)  # Kafka's controller: DELETE on the cluster allows all
     for name, topic_id in targets:
         if active is None or active.controller is None:
             results.append(R(name=name, topic_id=topic_id, error_code=NOT_CONTROLLER, error_message=None))
             continue
-        if name is None:
+        by_id = name is None
+        if by_id:
             t = active.controller.image.topic_by_id(topic_id)
             if t is None:
                 results.append(R(name=None, topic_id=topic_id, error_code=UNKNOWN_TOPIC_ID, error_message=None))
                 continue
             name = t.name
-        if not authorize(ctx, acl.DELETE, acl.TOPIC, name):
-            results.append(R(name=name, topic_id=topic_id, error_code=TOPIC_AUTHORIZATION_FAILED, error_message=None))
-            continue
+        if not cluster_delete:
+            describable = authorize(ctx, acl.DESCRIBE, acl.TOPIC, name)
+            if not by_id and not describable:  # before its existence: nothing about an undescribable name
+                results.append(R(name=name, topic_id=topic_id, error_code=TOPIC_AUTHORIZATION_FAILED,
+                                 error_message=None))
+                continue
+            exists = active.controller.image.topics.get(name) is not None
+            if not by_id and not exists:
+                results.append(R(name=name, topic_id=topic_id, error_code=UNKNOWN_TOPIC_OR_PARTITION,
+                                 error_message=None))
+                continue
+            if not authorize(ctx, acl.DELETE, acl.TOPIC, name):
+                results.append(R(name=name if describable else None, topic_id=topic_id,
+                                 error_code=TOPIC_AUTHORIZATION_FAILED, error_message=None))
+                continue
         try:
             tid, code = await _run(ctx, lambda c, name=name: c.delete_topic(name))
         except ControllerError as exc:
@@ -372,6 +394,11 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
                          resource_name=r.resource_name))
         if active is None or active.controller is None:
             answer(NOT_CONTROLLER)
+            continue
+        from .controller_security import _alter_configs_denied
+        denied = _alter_configs_denied(ctx, r.resource_type, r.resource_name)
+        if denied:
+            answer(*denied)
             continue
         if r.resource_type != TOPIC_RESOURCE:
             answer(INVALID_REQUEST, "Only topic configs are altered through the controller here")

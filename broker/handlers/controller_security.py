@@ -3,10 +3,14 @@ CONTROLLER listener (Kafka's ControllerApis -> AclControlManager / ScramControlM
 ConfigurationControlManager): CreateAcls, DeleteAcls, AlterUserScramCredentials, and
 IncrementalAlterConfigs of BROKER resources.
 
-Each request is validated against the controller's image inside the decision (so two requests cannot
-both pass a check the first one's records would fail), its records appended by
-coordinator/cluster/controller.py, and answered once committed. The broker that forwarded it already
-authorized the client. Not the active controller: NOT_CONTROLLER per item (the broker retries).
+Each request is authorized first, as Kafka's ControllerApis authorizes it, with the caller's principal: the
+client's own when a broker forwarded it in an Envelope (broker/handlers/envelope.py), else the principal
+of whoever is logged in on this listener. ACLs and SCRAM credentials need ALTER on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED; without an authorizer the ACL APIs answer SECURITY_DISABLED), a config
+resource ALTER_CONFIGS on it (the cluster for BROKER resources). Then each request is validated against
+the controller's image inside the decision (so two requests cannot both pass a check the first one's
+records would fail), its records appended by coordinator/cluster/controller.py, and answered once
+committed. Not the active controller: NOT_CONTROLLER per item (the broker retries).
 """
 from __future__ import annotations
 
@@ -16,14 +20,20 @@ from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, DeleteA
                                   IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
 from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 
+from .. import acl as A
 from ..acl import AclBinding, AclFilter, InvalidAclError, validate_new_acl
+from ..authorizer import authorize, authorize_cluster
 from ..context import RequestContext
 from ..dynamic_config import ConfigRequestError
 from ..registry import handles
 from .controller import INVALID_REQUEST, NOT_CONTROLLER, _active, _run
 
 BROKER_CONFIG = 4
+TOPIC_CONFIG, GROUP_CONFIG, CLIENT_METRICS_CONFIG = 2, 32, 16
 SET, DELETE = 0, 1
+CLUSTER_DENIED, TOPIC_DENIED, GROUP_DENIED = 31, 29, 30
+SECURITY_DISABLED = 54
+NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
 def _is_active(ctx: RequestContext) -> bool:
@@ -35,6 +45,12 @@ def _is_active(ctx: RequestContext) -> bool:
 async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
     Result = CreateAclsResponse.AclCreationResult
     n = len(req.creations)
+    if not authorize_cluster(ctx, A.ALTER):
+        return CreateAclsResponse(throttle_time_ms=0, results=[
+            Result(error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.")] * n)
+    if ctx.broker.authorizer is None:
+        return CreateAclsResponse(throttle_time_ms=0, results=[
+            Result(error_code=SECURITY_DISABLED, error_message=NO_AUTHORIZER)] * n)
     if not _is_active(ctx):
         return CreateAclsResponse(throttle_time_ms=0, results=[Result(error_code=NOT_CONTROLLER, error_message=None)] * n)
     bindings = [AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
@@ -59,6 +75,14 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
 async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
     FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
     Matching = FilterResult.DeleteAclsMatchingAcl
+    if not authorize_cluster(ctx, A.ALTER):
+        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+            FilterResult(error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.", matching_acls=[])
+            for _ in req.filters])
+    if ctx.broker.authorizer is None:
+        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+            FilterResult(error_code=SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])
+            for _ in req.filters])
     if not _is_active(ctx):
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
             FilterResult(error_code=NOT_CONTROLLER, error_message=None, matching_acls=[]) for _ in req.filters])
@@ -94,6 +118,11 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
                                               ) -> AlterUserScramCredentialsResponse:
     from ..cluster.security_sync import credentials_of
     from .scram_credentials import AlterResult, alter_response, plan_alterations
+    if not authorize_cluster(ctx, A.ALTER):  # Kafka: one result per distinct user, by name
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            AlterResult(user=n, error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.")
+            for n in names])
     if not _is_active(ctx):
         names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
@@ -126,6 +155,10 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
         def answer(code: int, message: str | None = None, r=r) -> None:
             out.append(R(error_code=code, error_message=message, resource_type=r.resource_type,
                          resource_name=r.resource_name))
+        denied = _alter_configs_denied(ctx, r.resource_type, r.resource_name)
+        if denied:
+            answer(*denied)
+            continue
         if not _is_active(ctx):
             answer(NOT_CONTROLLER)
             continue
@@ -159,3 +192,15 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
             continue
         answer(code)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+def _alter_configs_denied(ctx: RequestContext, resource_type: int, name: str) -> tuple[int, str] | None:
+    """Kafka's ControllerApis.authorizeAlterResource: ALTER_CONFIGS on the cluster for BROKER and
+    CLIENT_METRICS resources, on the topic or group for theirs; an unknown type is INVALID_REQUEST."""
+    if resource_type in (BROKER_CONFIG, CLIENT_METRICS_CONFIG):
+        return None if authorize_cluster(ctx, A.ALTER_CONFIGS) else (CLUSTER_DENIED, "Cluster authorization failed.")
+    if resource_type == TOPIC_CONFIG:
+        return None if authorize(ctx, A.ALTER_CONFIGS, A.TOPIC, name) else (TOPIC_DENIED, "Topic authorization failed.")
+    if resource_type == GROUP_CONFIG:
+        return None if authorize(ctx, A.ALTER_CONFIGS, A.GROUP, name) else (GROUP_DENIED, "Group authorization failed.")
+    return INVALID_REQUEST, f"Unexpected resource type {resource_type}"

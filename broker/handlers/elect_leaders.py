@@ -55,11 +55,14 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) ->
                                       top_error=CLUSTER_AUTHORIZATION_FAILED)
     cluster = getattr(state, "cluster", None)
     if cluster is not None:
+        from ..cluster.forwarding import forwarded_for
         from ..cluster.runtime import ControllerUnavailableError
         try:
-            return await cluster.controller_request(req, ctx.api_version, ElectLeadersResponse)
-        except ControllerUnavailableError:
-            return elect_leaders_response(req, ctx.api_version, lambda _t, _p: 7, top_error=7)
+            return await cluster.controller_request(req, ctx.api_version, ElectLeadersResponse,
+                                                    on_behalf=forwarded_for(ctx))
+        except ControllerUnavailableError as exc:
+            code = exc.code
+            return elect_leaders_response(req, ctx.api_version, lambda _t, _p: code, top_error=code)
     catalog = state.catalog
 
     def error_of(topic: str, p: int) -> int:

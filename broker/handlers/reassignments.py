@@ -90,12 +90,14 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: AlterPa
         return _alter_error(req, CLUSTER_AUTHORIZATION_FAILED)
     cluster = getattr(ctx.broker, "cluster", None)
     if cluster is not None:
+        from ..cluster.forwarding import forwarded_for
         from ..cluster.runtime import ControllerUnavailableError
         try:
             return await cluster.controller_request(req, ctx.api_version, AlterPartitionReassignmentsResponse,
-                                                    timeout_s=max(req.timeout_ms, 1) / 1000)
-        except ControllerUnavailableError:
-            return _alter_error(req, REQUEST_TIMED_OUT)
+                                                    timeout_s=max(req.timeout_ms, 1) / 1000,
+                                                    on_behalf=forwarded_for(ctx))
+        except ControllerUnavailableError as exc:
+            return _alter_error(req, exc.code)
     node, catalog = ctx.broker.node_id, ctx.broker.catalog
 
     def single_node(topic: str, p: int, target: list[int] | None) -> Outcome:
@@ -126,12 +128,14 @@ async def handle_list_partition_reassignments(ctx: RequestContext, req: ListPart
         return list_response(req, [], top=CLUSTER_AUTHORIZATION_FAILED)
     cluster = getattr(ctx.broker, "cluster", None)
     if cluster is not None:
+        from ..cluster.forwarding import forwarded_for
         from ..cluster.runtime import ControllerUnavailableError
         try:
             return await cluster.controller_request(req, ctx.api_version, ListPartitionReassignmentsResponse,
-                                                    timeout_s=max(req.timeout_ms, 1) / 1000)
-        except ControllerUnavailableError:
-            return list_response(req, [], top=REQUEST_TIMED_OUT)
+                                                    timeout_s=max(req.timeout_ms, 1) / 1000,
+                                                    on_behalf=forwarded_for(ctx))
+        except ControllerUnavailableError as exc:
+            return list_response(req, [], top=exc.code)
     return list_response(req, [])  # a single replica per partition: nothing ever moves
 
 

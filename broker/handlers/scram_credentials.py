@@ -113,8 +113,8 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
             AlterResult(user=n, error_code=CLUSTER_DENIED, error_message=CLUSTER_DENIED_MESSAGE) for n in names])
     if ctx.broker.cluster is not None:  # a cluster: the active controller decides (Kafka forwards it)
-        from ..cluster.forwarding import forward_scram
-        return await forward_scram(ctx.broker, req)
+        from ..cluster.forwarding import forward_scram, forwarded_for
+        return await forward_scram(ctx.broker, req, forwarded_for(ctx))
     store = ctx.broker.scram_credentials
     errors, deletions, upserts = plan_alterations(req, store.get)
     if deletions or upserts:

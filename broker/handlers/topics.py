@@ -188,20 +188,24 @@ async def _create_on_cluster(ctx: RequestContext, req: CreateTopicsRequest, uniq
                              describable: set[str] | None) -> CreateTopicsResponse:
     """Forward the topics to the active controller; once created, wait (bounded) until this node's
     metadata has them, so that the client's next Metadata request here finds them."""
+    from ..cluster.forwarding import forwarded_for
     from ..cluster.runtime import ControllerUnavailableError
     state = ctx.broker
     if unique:
         forward = CreateTopicsRequest(topics=[t for _i, t in unique], timeout_ms=req.timeout_ms,
                                       validate_only=req.validate_only)
+        failure = (ke.RequestTimedOutError.errno, "No active controller answered in time.")
         try:
             resp = await state.cluster.controller_request(forward, ctx.api_version, CreateTopicsResponse,
-                                                          not_controller=_all_not_controller)
+                                                          not_controller=_all_not_controller,
+                                                          on_behalf=forwarded_for(ctx))
             answered = {r.name: r for r in resp.topics}
-        except ControllerUnavailableError:
+        except ControllerUnavailableError as exc:
             answered = {}
+            if exc.code != failure[0]:
+                failure = (exc.code, str(exc))
         for i, t in unique:
-            r = answered.get(t.name) or _topic_error(t.name, ke.RequestTimedOutError.errno,
-                                                     "No active controller answered in time.")
+            r = answered.get(t.name) or _topic_error(t.name, *failure)
             if r.error_code == 0 and not req.validate_only:
                 await state.cluster.wait_for_topic(t.name, max(min(req.timeout_ms, 30000), 0) / 1000 or 5.0)
             _hide_configs(r, describable)
@@ -217,29 +221,34 @@ def _all_not_controller(resp) -> bool:
 NOT_CONTROLLER = 41
 
 
-async def _delete_on_cluster(state: BrokerState, name: str) -> tuple[int, str | None, object]:
-    """(error code, message, topic id) of deleting `name` through the active controller."""
+async def _delete_on_cluster(ctx: RequestContext, name: str) -> tuple[int, str | None, object]:
+    """(error code, message, topic id) of deleting `name` through the active controller (as the client)."""
+    from ..cluster.forwarding import forwarded_for
     from ..cluster.runtime import ControllerUnavailableError
+    state = ctx.broker
     req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=ZERO_UUID)],
                               timeout_ms=30000)
     try:
-        resp = await state.cluster.controller_request(req, 6, DeleteTopicsResponse, not_controller=_all_not_controller)
-    except ControllerUnavailableError:
-        return ke.RequestTimedOutError.errno, "No active controller answered in time.", ZERO_UUID
+        resp = await state.cluster.controller_request(req, 6, DeleteTopicsResponse, not_controller=_all_not_controller,
+                                                      on_behalf=forwarded_for(ctx))
+    except ControllerUnavailableError as exc:
+        return exc.code, "No active controller answered in time." if exc.code == 7 else str(exc), ZERO_UUID
     r = resp.responses[0]
     if r.error_code == 0:
         await state.cluster.wait_for_topic(name, 5.0, present=False)
     return r.error_code, r.error_message, r.topic_id
 
 
-async def _create_partitions_on_cluster(state: BrokerState, t, validate_only: bool) -> tuple[int, str | None]:
+async def _create_partitions_on_cluster(ctx: RequestContext, t, validate_only: bool) -> tuple[int, str | None]:
+    from ..cluster.forwarding import forwarded_for
     from ..cluster.runtime import ControllerUnavailableError
+    state = ctx.broker
     req = CreatePartitionsRequest(topics=[t], timeout_ms=30000, validate_only=validate_only)
     try:
         resp = await state.cluster.controller_request(req, 3, CreatePartitionsResponse,
-                                                      not_controller=_all_not_controller)
-    except ControllerUnavailableError:
-        return ke.RequestTimedOutError.errno, "No active controller answered in time."
+                                                      not_controller=_all_not_controller, on_behalf=forwarded_for(ctx))
+    except ControllerUnavailableError as exc:
+        return exc.code, "No active controller answered in time." if exc.code == 7 else str(exc)
     r = resp.results[0]
     if r.error_code == 0 and not validate_only:
         deadline = asyncio.get_running_loop().time() + 5.0
@@ -284,7 +293,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
                                                 error_code=ke.TopicDeletionDisabledError.errno, error_message=None))
             continue
         if state.cluster is not None:
-            code, message, tid = await _delete_on_cluster(state, name)
+            code, message, tid = await _delete_on_cluster(ctx, name)
             results.append(DeletableTopicResult(name=name, topic_id=tid if code == 0 else topic_id, error_code=code,
                                                 error_message=message))
             continue
@@ -330,7 +339,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
             state.catalog.check_batch(t.count - info.partitions, added)
 
         if state.cluster is not None:
-            code, message = await _create_partitions_on_cluster(state, t, req.validate_only)
+            code, message = await _create_partitions_on_cluster(ctx, t, req.validate_only)
             results.append(CreatePartitionsResult(name=t.name, error_code=code, error_message=message))
             continue
         try:
