@@ -3,7 +3,8 @@ handler checks gets through, and without each one gets Kafka's error code in Kaf
 
 Runs unchanged against the Apache Kafka oracle (`--broker=kafka`, configured as tests/authz_helpers.py
 describes). Each case lists its grants as (resource type, which name, operation, error when this one
-grant is missing); the case runs once with each grant left out, then with all of them. Calls go over
+grant is missing); the case runs once with each grant left out, then with all of them, then with all of
+them and a DENY of each one in turn (which must give the same error as its absence). Calls go over
 raw kafka.protocol requests from CLIENT_HOST as User:ANONYMOUS; the allowed call must return
 `allowed` (an error code, or a set of acceptable codes for calls whose success needs protocol state
 the case does not build: then any non-authorization answer shows the check passed).
@@ -529,6 +530,13 @@ def test_matrix(secured, admin, case):
                 assert case.call(c, r) == code, (case.api, "without", acls[i])
                 admin.revoke(*others)
             admin.grant(*acls)
-            _check(case, case.call(c, r))
+            for acl_, (_rtype, _key, _op, code) in zip(acls, case.grants):  # each one overridden by a DENY
+                deny = acl_._replace(permission=A.DENY)
+                admin.grant(deny)
+                try:
+                    assert case.call(c, r) == code, (case.api, "denied", deny)
+                finally:
+                    admin.revoke(deny)
+            _check(case, case.call(c, r))  # last: an allowed call may change what the others would see
     finally:
         admin.revoke(*[b for b in acls if b in describe_acls(admin.client)])
