@@ -139,14 +139,17 @@ class TopicInfo:
 
 
 def validate_topic_name(name: str | None) -> None:
+    """Kafka's Topic.validate, with its messages."""
     if not name:
-        raise InvalidTopicNameError("topic name is empty")
+        raise InvalidTopicNameError("Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise InvalidTopicNameError(f"topic name cannot be {name!r}")
+        raise InvalidTopicNameError(f"Topic name is invalid: '{name}' is not allowed")
     if len(name) > MAX_TOPIC_NAME:
-        raise InvalidTopicNameError(f"topic name is longer than {MAX_TOPIC_NAME} characters")
+        raise InvalidTopicNameError(f"Topic name is invalid: the length of '{name}' is longer than the max allowed "
+                                    f"length {MAX_TOPIC_NAME}")
     if not _LEGAL.match(name):
-        raise InvalidTopicNameError(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+        raise InvalidTopicNameError(f"Topic name is invalid: '{name}' contains one or more characters other than "
+                                    "ASCII alphanumerics, '.', '_' and '-'")
 
 
 class TopicCatalog:

@@ -10,7 +10,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import Iterable
 
-import re
 
 import kafka.errors as ke
 from kafka.protocol.admin import (
@@ -30,11 +29,17 @@ from ..dynamic_config import SOURCE_DEFAULT, ConfigRequestError, is_read_only, i
 from ..errors import error_code, error_message
 from ..kafka_broker_keys import TYPE_IDS, config_type_id
 from ..registry import handles
+from ..topic_catalog import InvalidTopicNameError, validate_topic_name
 from ..state import BrokerState
 
 TOPIC_CONFIG = 2
 BROKER_CONFIG = 4
 GROUP_CONFIG = 32
+BROKER_LOGGER_CONFIG = 8
+CLIENT_METRICS_CONFIG = 16
+# config resource types Kafka knows that minikafka does not serve (after authorization on the cluster)
+_UNSUPPORTED_TYPES = {BROKER_LOGGER_CONFIG: "BROKER_LOGGER resources (runtime log levels) are not supported",
+                      CLIENT_METRICS_CONFIG: "CLIENT_METRICS resources (KIP-714) are not supported"}
 SOURCE_TOPIC = 1
 # ConfigType
 TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST, TYPE_BOOLEAN, TYPE_DOUBLE = 2, 3, 5, 7, 1, 6
@@ -69,7 +74,6 @@ TOPIC_BROKER_SYNONYMS = {
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
 }
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 INVALID_REQUEST = ke.InvalidRequestError.errno
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -146,16 +150,10 @@ def _entries(entries: list[ConfigEntry]) -> list[Entry]:
 
 
 def _topic_name_error(name: str) -> str | None:
-    """Kafka's Topic.validate message for an illegal name, else None."""
-    if not name:
-        return "Topic name is invalid: the empty string is not allowed"
-    if name in (".", ".."):
-        return f"Topic name is invalid: '{name}' is not allowed"
-    if len(name) > 249:
-        return f"Topic name is invalid: the length of '{name}' is longer than the max allowed length 249"
-    if not _LEGAL_TOPIC.match(name):
-        return (f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
-                "'.', '_' and '-'")
+    try:
+        validate_topic_name(name)
+    except InvalidTopicNameError as exc:
+        return str(exc)
     return None
 
 
@@ -182,6 +180,8 @@ def _describe_one(state: BrokerState, r, synonyms: bool) -> Result:
             if not r.resource_name:
                 return _error_result(r, INVALID_REQUEST, "Group name must not be empty")
             entries = describe_group_configs(state, r.resource_name, keys, synonyms)
+        elif r.resource_type in _UNSUPPORTED_TYPES:
+            return _error_result(r, INVALID_REQUEST, _UNSUPPORTED_TYPES[r.resource_type])
         else:
             return _error_result(r, INVALID_REQUEST, f"Unsupported resource type: {r.resource_type}")
     except ConfigRequestError as exc:
@@ -217,8 +217,8 @@ def _refused(ctx: RequestContext, r, operation: int) -> tuple[int, str] | None:
         allowed = authorize(ctx, operation, acl.TOPIC, r.resource_name)
     elif r.resource_type == GROUP_CONFIG:
         allowed = authorize(ctx, operation, acl.GROUP, r.resource_name)
-    elif r.resource_type == BROKER_CONFIG:
-        allowed = authorize_cluster(ctx, operation)
+    elif r.resource_type in (BROKER_CONFIG, BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG):
+        allowed = authorize_cluster(ctx, operation)  # before the resource's name or type is looked at
     else:
         return None  # answered as unsupported by the handler
     return None if allowed else _DENIED.get(r.resource_type, _CLUSTER_DENIED)
@@ -276,9 +276,11 @@ def _alter_topic(state: BrokerState, name: str, new_configs: dict[str, str], val
     return 0, None
 
 
-def _preprocess(resources, null_allowed_op: int | None) -> dict[int, tuple[int, str]]:
+def _preprocess(resources, null_allowed_op: int | None,
+                known: frozenset[int] = frozenset({TOPIC_CONFIG, BROKER_CONFIG, GROUP_CONFIG})) -> dict[int, tuple[int, str]]:
     """Kafka's ConfigAdminManager.preprocess: errors by resource index for a resource given twice,
-    duplicate config names, or null values (except for `null_allowed_op`, DELETE)."""
+    duplicate config names, null values (except for `null_allowed_op`, DELETE), a type not `known` (the
+    known ones it cannot alter are refused after authorization, as Kafka's handler refuses them)."""
     errors: dict[int, tuple[int, str]] = {}
     seen: dict[tuple[int, str], int] = {}
     for i, r in enumerate(resources):
@@ -298,7 +300,7 @@ def _preprocess(resources, null_allowed_op: int | None) -> dict[int, tuple[int, 
                  and (null_allowed_op is None or c.config_operation != null_allowed_op)]
         if nulls:
             errors[i] = (INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
-        elif r.resource_type not in (TOPIC_CONFIG, BROKER_CONFIG, GROUP_CONFIG):
+        elif r.resource_type not in known:
             errors[i] = (INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
     return errors
 
@@ -324,6 +326,8 @@ def _broker_layer(state: BrokerState, name: str, per_broker: bool, props: dict[s
 def _incremental_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
                      topic_changes: dict[str, dict[str, str]] | None = None,
                      broker_changes: dict[str, dict[str, str | None]] | None = None) -> tuple[int, str | None]:
+    if r.resource_type in (BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG):
+        return INVALID_REQUEST, _UNSUPPORTED_TYPES[r.resource_type]
     try:
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
@@ -350,7 +354,8 @@ def _incremental_one(state: BrokerState, r, validate_only: bool, group_changes: 
 @handles(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1)
 async def handle_incremental_alter_configs(ctx: RequestContext,
                                            req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    errors = _preprocess(req.resources, DELETE)
+    errors = _preprocess(req.resources, DELETE, known=frozenset({TOPIC_CONFIG, BROKER_CONFIG, GROUP_CONFIG,
+                                                                 BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG}))
     out = []
     group_changes: dict[str, dict[str, str]] = {}  # each resource appears once (preprocess)
     topic_changes = {} if ctx.broker.cluster is not None else None
@@ -373,6 +378,8 @@ def _alter_one(state: BrokerState, r, validate_only: bool, group_changes: dict[s
                topic_changes: dict[str, dict[str, str]] | None = None,
                broker_changes: dict[str, dict[str, str | None]] | None = None) -> tuple[int, str | None]:
     props = {c.name: c.value for c in r.configs}
+    if r.resource_type == CLIENT_METRICS_CONFIG:
+        return INVALID_REQUEST, _UNSUPPORTED_TYPES[r.resource_type]
     try:
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
@@ -429,7 +436,8 @@ async def _commit_broker_changes(ctx: RequestContext, changes: dict[str, dict[st
 
 @handles(AlterConfigsRequest, AlterConfigsResponse, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    errors = _preprocess(req.resources, None)
+    errors = _preprocess(req.resources, None, known=frozenset({TOPIC_CONFIG, BROKER_CONFIG, GROUP_CONFIG,
+                                                               CLIENT_METRICS_CONFIG}))
     out = []
     group_changes: dict[str, dict[str, str]] = {}
     topic_changes = {} if ctx.broker.cluster is not None else None

@@ -84,6 +84,9 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGrou
         heartbeat_interval_ms=result.heartbeat_interval_ms if result.error == 0 else 0, assignment=assignment)
 
 
+TOPIC_DENIED_MESSAGE = "The group has described topic(s) that the client is not authorized to describe."
+
+
 def _described_assignment(coordinator, assignment: Assignment) -> DescribedAssignment:
     parts = []
     for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])):
@@ -97,16 +100,24 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroup
                                          ) -> ConsumerGroupDescribeResponse:
     groups = ctx.broker.groups
     out = []
+    denied = []  # as Kafka's handler: groups the caller may not describe come first, in request order
     enabled = consumer_protocol_enabled(ctx)
+
+    def failed(group_id: str, code: int, message: str | None):
+        return DescribedGroup(error_code=code, error_message=message, group_id=group_id, group_state="",
+                              group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+                              authorized_operations=-2**31)
     for group_id in req.group_ids:
         if enabled and not authorize(ctx, acl.DESCRIBE, acl.GROUP, group_id):
-            code, message, group = ke.GroupAuthorizationFailedError.errno, None, None
-        else:
-            code, message, group = groups.consumer.describe(group_id) if enabled else (UNSUPPORTED_VERSION, None, None)
+            denied.append(failed(group_id, ke.GroupAuthorizationFailedError.errno, None))
+            continue
+        code, message, group = groups.consumer.describe(group_id) if enabled else (UNSUPPORTED_VERSION, None, None)
         if code:
-            out.append(DescribedGroup(error_code=code, error_message=message, group_id=group_id, group_state="",
-                                      group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
-                                      authorized_operations=-2**31))
+            out.append(failed(group_id, code, message))
+            continue
+        if ctx.broker.authorizer is not None and not _may_describe_assigned_topics(ctx, groups.consumer, group):
+            # KAFKA-18813: a group whose (target) assignments name a topic the caller may not describe is hidden
+            out.append(failed(group_id, ke.TopicAuthorizationFailedError.errno, TOPIC_DENIED_MESSAGE))
             continue
         members = []
         for m in group.members.values():
@@ -124,4 +135,13 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroup
             assignor_name=group.assignor_name or groups.consumer.configs.settings_for(group_id).assignors[0],
             members=members, authorized_operations=bitfield(authorized_operations(ctx, acl.GROUP, group_id))
             if req.include_authorized_operations else -2**31))
-    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=denied + out)
+
+
+def _may_describe_assigned_topics(ctx: RequestContext, consumer, group) -> bool:
+    """DESCRIBE on every topic named in a member's current or target assignment."""
+    names = set()
+    for m in group.members.values():
+        for assignment in (m.assigned, group.target.get(m.member_id, {})):
+            names.update(t.topic_name for t in _described_assignment(consumer, assignment).topic_partitions)
+    return authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names) >= names

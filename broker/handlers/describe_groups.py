@@ -21,13 +21,14 @@ async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
     v = ctx.api_version
     with_ops = v >= 3 and req.include_authorized_operations
     out = []
+    denied = []  # as Kafka's handler: the groups the caller may not describe come first, in request order
     for group_id in req.groups:
         ops = authorized_operations(ctx, acl.GROUP, group_id) if with_ops else None
         if not authorize(ctx, acl.DESCRIBE, acl.GROUP, group_id):
-            out.append(DescribedGroup(error_code=ke.GroupAuthorizationFailedError.errno,
-                                      error_message="Group authorization failed.", group_id=group_id,
-                                      group_state="", protocol_type="", protocol_data="", members=[],
-                                      authorized_operations=None))
+            denied.append(DescribedGroup(error_code=ke.GroupAuthorizationFailedError.errno,
+                                         error_message="Group authorization failed.", group_id=group_id,
+                                         group_state="", protocol_type="", protocol_data="", members=[],
+                                         authorized_operations=None))
             continue
         try:
             d = ctx.broker.groups.describe_group(group_id)
@@ -53,4 +54,4 @@ async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
             members=[DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                      client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
                                      member_assignment=m.assignment) for m in d.members]))
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=denied + out)

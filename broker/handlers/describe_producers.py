@@ -8,6 +8,7 @@ from .. import acl
 from ..authorizer import authorize
 from ..context import RequestContext
 from ..registry import handles
+from ..topic_catalog import InvalidTopicNameError, validate_topic_name
 from .common import lookup_partition
 
 TopicResponse = DescribeProducersResponse.TopicResponse
@@ -24,6 +25,13 @@ async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersR
     for t in req.topics:
         known_topic = state.catalog.get(t.name) is not None
         parts = []
+        try:  # Kafka validates the name first: an invalid one is INVALID_TOPIC_EXCEPTION, authorized or not
+            validate_topic_name(t.name)
+        except InvalidTopicNameError as exc:
+            topics.append(TopicResponse(name=t.name, partitions=[
+                PartitionResponse(partition_index=index, error_code=ke.InvalidTopicError.errno,
+                                  error_message=str(exc), active_producers=[]) for index in t.partition_indexes]))
+            continue
         if not authorize(ctx, acl.READ, acl.TOPIC, t.name):
             topics.append(TopicResponse(name=t.name, partitions=[
                 PartitionResponse(partition_index=index, error_code=ke.TopicAuthorizationFailedError.errno,
