@@ -5,6 +5,7 @@ offset-mismatch and unexpected counts).
 
     .venv/bin/python -m bench.jepsen --seconds 300 --seed 7      # `make soak` runs a longer one
     .venv/bin/python -m bench.jepsen --seconds 60 --moves        # replicas reassigned meanwhile too
+    .venv/bin/python -m bench.jepsen --seconds 60 --secured      # ACLs, SASL, an intruder on every node
     .venv/bin/python -m bench.jepsen --seconds 20 --json         # CI's budget (tests/integration/test_cluster_jepsen.py)
     .venv/bin/python -m bench.jepsen --against kafka --seconds 120  # the same run against three Apache Kafka nodes
 
@@ -267,7 +268,8 @@ def read_all(bootstrap: str, topic: str, read_committed: bool, timeout_s: float 
 def run(cluster, seconds: float, seed: int, log=print, writer_in_flight: int = 1,
         moves: bool = False) -> tuple[Report, dict]:
     """One run on a running cluster (minikafka.testing.MiniKafkaCluster or alike: ids, kill, start_node,
-    pause, resume, create_topic, bootstrap_servers); with `moves`, replicas are reassigned meanwhile.
+    pause, resume, create_topic, bootstrap_servers); with `moves`, replicas are reassigned meanwhile. A
+    cluster with `secure_addresses` (bench/jepsen_intruder.py's secured cluster) also gets the intruder.
     Returns the checker's report and run facts."""
     rng = random.Random(seed)
     cluster.create_topic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
@@ -275,16 +277,24 @@ def run(cluster, seconds: float, seed: int, log=print, writer_in_flight: int = 1
     w = Workload(cluster.bootstrap_servers, rng, writer_in_flight)
     nemesis = Nemesis(cluster, random.Random(seed + 1), log)
     mover = Mover(cluster, random.Random(seed + 2), log)
+    intruder = None
     threads = [threading.Thread(target=w.idempotent, name="idempotent"),
                threading.Thread(target=w.transactional, name="transactional"),
                threading.Thread(target=nemesis.run, name="nemesis")]
     if moves:
         threads.append(threading.Thread(target=mover.run, name="mover"))
+    if getattr(cluster, "secure_addresses", None):
+        from bench.jepsen_intruder import Intruder
+        intruder = Intruder(cluster.secure_addresses, cluster.controller_addresses, [TOPIC, TXN_TOPIC],
+                            random.Random(seed + 3), log)
+        threads.append(threading.Thread(target=intruder.run, name="intruder"))
     for t in threads:
         t.start()
     time.sleep(seconds)
     nemesis.stop.set()
     mover.stop.set()
+    if intruder is not None:
+        intruder.stop.set()
     for t in threads[2:]:
         t.join()
     for n in cluster.ids:  # heal
@@ -304,6 +314,11 @@ def run(cluster, seconds: float, seed: int, log=print, writer_in_flight: int = 1
              "unknown": sum(1 for a in attempts if a.txn is None and a.outcome == "unknown"),
              **{f"txns_{o}": sum(1 for v in w.txns.values() if v == o) for o in ("committed", "aborted", "unknown")},
              "records_read": sum(len(r.records) for r in reads if r.read_committed)}
+    if intruder is not None:
+        from bench.jepsen_intruder import intruder_left_no_trace
+        facts.update({"intrusions": intruder.attempts, "intrusions_refused": intruder.refused,
+                      "breaches": list(intruder.breaches), "intrusions_unanswered": intruder.unexpected[:10],
+                      "intruder_traces": intruder_left_no_trace(cluster.bootstrap_servers, [TOPIC, TXN_TOPIC])})
     return report, facts
 
 
@@ -318,6 +333,9 @@ def main() -> None:
                     help="the idempotent writer's max.in.flight.requests.per.connection (above 1: librdkafka#4953)")
     ap.add_argument("--moves", action="store_true",
                     help="also reassign replicas while the nemesis works (KIP-455: drop one, add it back)")
+    ap.add_argument("--secured", action="store_true",
+                    help="minikafka: SASL listeners and ACLs, and an intruder attempting refused operations "
+                         "on every node meanwhile (bench/jepsen_intruder.py)")
     ap.add_argument("--data-dir", default=None,
                     help="minikafka: keep the nodes' data and logs here (a post-mortem of a failed run)")
     args = ap.parse_args()
@@ -333,8 +351,13 @@ def main() -> None:
             cluster.cleanup()
     else:
         from minikafka.testing import MiniKafkaCluster
-        with MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60,
-                              data_dir=args.data_dir) as cluster:
+        if args.secured:
+            from bench.jepsen_intruder import secured_cluster
+            made = secured_cluster({"min.insync.replicas": "2"}, data_dir=args.data_dir)
+        else:
+            made = MiniKafkaCluster(3, config={"min.insync.replicas": "2"}, startup_timeout=60,
+                                    data_dir=args.data_dir)
+        with made as cluster:
             report, facts = run(cluster, args.seconds, args.seed, log=say,
                                 writer_in_flight=args.writer_in_flight, moves=args.moves)
             if args.data_dir:  # the nodes' logs next to their data
@@ -342,7 +365,7 @@ def main() -> None:
                 for n, node in cluster.nodes.items():
                     if node.log_path.exists():
                         shutil.copy(node.log_path, Path(args.data_dir) / f"node{n}.log")
-    ok = report.ok and not facts["client_errors"]
+    ok = report.ok and not facts["client_errors"] and not facts.get("breaches") and not facts.get("intruder_traces")
     result = {**facts, **report.counts(), "ok": ok, "examples": dict(report.examples)}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
     sys.exit(0 if ok else 1)

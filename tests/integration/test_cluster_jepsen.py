@@ -29,3 +29,22 @@ def test_no_anomalies_under_kills_and_pauses(tmp_path, moves):
     # the run did something: writes acknowledged and transactions committed under faults
     assert facts["acked"] > 100 and facts["txns_committed"] >= 3 and facts["faults"], summary
     assert bool(facts["moves"]) == moves, summary
+
+
+
+def test_a_secured_cluster_keeps_its_invariants_while_an_intruder_tries_everything(tmp_path):
+    """The same run on a cluster with ACLs (bench/jepsen_intruder.py): User:mallory, logged in on every node's
+    SASL listeners, keeps trying what Kafka refuses it (writes to internal and workload topics, DeleteRecords,
+    granting itself ACLs on broker and controller listeners, a forged Envelope, topic and broker config
+    changes, SCRAM users). Nothing is let through, nothing of it is left, and the workload's invariants hold."""
+    from bench.jepsen_intruder import secured_cluster
+    seconds = float(os.environ.get("MINIKAFKA_JEPSEN_SECONDS", "20"))
+    seed = int(os.environ.get("MINIKAFKA_JEPSEN_SEED", random.randrange(1 << 30)))
+    log: list[str] = []
+    with secured_cluster({"min.insync.replicas": "2"}, data_dir=tmp_path) as cluster:
+        report, facts = run(cluster, seconds, seed, log=log.append)
+    summary = f"seed {seed}: {report} {facts}"
+    assert report.ok and report.unchecked_partitions == 0 and not facts["client_errors"], summary
+    assert facts["acked"] > 100 and facts["txns_committed"] >= 3 and facts["faults"], summary
+    assert facts["breaches"] == [] and facts["intruder_traces"] == [], summary
+    assert facts["intrusions_refused"] >= 50, summary  # the intruder did try, and was answered
