@@ -13,7 +13,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
 from minikafka.testing import MiniKafka, MiniKafkaError
-from tests.helpers import RawClient, wait_until
+from tests.helpers import RawClient, list_offset, wait_until
 from tests.integration.test_broker_configs import BROKER_RES, DELETE, SET, raw_incremental
 from tests.txn_helpers import add_partitions, end_txn, find_txn_coordinator, init_producer_id, produce_txn, txn_batch
 
@@ -32,6 +32,8 @@ def test_verification_switch_acts_at_once(broker):
     topic = f"verify-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
     with RawClient(broker.bootstrap) as c:
+        # Kafka elects the leaders after CreateTopics answers
+        wait_until(lambda: all(list_offset(c, topic, p)[0] == 0 for p in (0, 1)), timeout=30, what="leaders")
         tid = f"{topic}-tx"
         assert find_txn_coordinator(c, tid).error_code == 0
         r = init_producer_id(c, tid)
