@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..storage.partition_metadata import atomic_write
-from .acl import AclBinding, AclFilter, AclSet, InvalidAclError, validate_new_acl
+from minikafka.storage.partition_metadata import atomic_write
+from minikafka.broker.acl import AclBinding, AclFilter, AclSet, InvalidAclError, validate_new_acl
 
 ACL_FILE = "__minikafka_acls.json"
 FORMAT_VERSION = 1

@@ -16,12 +16,12 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, TypeVar
 
-from . import acl as A
-from .acl_store import AclStore
+from minikafka.broker import acl as A
+from minikafka.broker.acl_store import AclStore
 
 if TYPE_CHECKING:
-    from .config import BrokerConfig
-    from .context import RequestContext
+    from minikafka.broker.config import BrokerConfig
+    from minikafka.broker.context import RequestContext
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("minikafka.authorizer")  # denials, as Kafka's kafka.authorizer.logger

@@ -9,14 +9,14 @@ import shutil
 import threading
 import time
 
-from .state import BrokerState
+from minikafka.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
 
 
 def start_group_services(state: BrokerState) -> list[asyncio.Task]:
     """Loading of an existing `__consumer_offsets` and the offsets retention timer."""
-    from ..coordinator.group_loader import start_loading
+    from minikafka.coordinator.group_loader import start_loading
     tasks = []
     loader = start_loading(state.groups, state.catalog)
     if loader is not None:
@@ -54,7 +54,7 @@ async def _log_cleaner_loop(state: BrokerState) -> None:
             await asyncio.sleep(int(state.config.get("log.cleaner.backoff.ms")) / 1000)
             try:
                 if not checkpoints:  # the cleaner's code loads with its first pass, not at start-up
-                    from ..storage import compaction
+                    from minikafka.storage import compaction
                     checkpoints = {d: compaction.CleanerCheckpoint(d) for d in state.config.log_dirs}
                 await _clean_due_logs(state, checkpoints, stopping)
             except asyncio.CancelledError:
@@ -67,7 +67,7 @@ async def _log_cleaner_loop(state: BrokerState) -> None:
 
 async def _clean_due_logs(state: BrokerState, checkpoints: dict, stopping: threading.Event) -> None:
     """Compacted partitions whose log is open (the background opener opens the others soon after start)."""
-    from ..storage import compaction
+    from minikafka.storage import compaction
     plans = []
     for plog in state.logs.logs():
         cp = checkpoints.get(plog.dir.parent)

@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from .config import BrokerConfig, ConfigError
+from minikafka.broker.config import BrokerConfig, ConfigError
 
 
 def _overrides(items: list[str]) -> dict[str, str]:
@@ -24,7 +24,7 @@ def _overrides(items: list[str]) -> dict[str, str]:
 def cmd_serve(args: argparse.Namespace) -> int:
     import gc
     gc.disable()  # start-up allocates only long-lived objects (modules, tables): collect once ready
-    from .log_format import configure
+    from minikafka.broker.log_format import configure
     overrides = _overrides(args.override)
     if args.metrics_listener:
         overrides["minikafka.metrics.listener"] = args.metrics_listener
@@ -38,9 +38,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     configure(args.log_level, config.get("minikafka.log.format"))
     try:
-        from .server import run
+        from minikafka.broker.server import run
     except ImportError as exc:  # an incomplete installation: one line, not a traceback
-        from .installation import missing_module_message
+        from minikafka.broker.installation import missing_module_message
         print(f"minikafka: {missing_module_message(exc)}", file=sys.stderr)
         return 2
     return run(config)  # 0 after a clean shutdown, 1 after a failed shutdown, 2 after a failed start-up
@@ -106,8 +106,8 @@ def cmd_faults(args: argparse.Namespace) -> int:
 def cmd_storage(args: argparse.Namespace) -> int:
     """`minikafka storage format --add-scram SPEC ...`: the first SCRAM users, written into the data
     dir (the first of log.dirs) before the broker starts, as `kafka-storage format --add-scram`."""
-    from .sasl.bootstrap import ScramSpecError, add_scram_credentials
-    from .sasl.credentials import CredentialStoreError
+    from minikafka.broker.sasl.bootstrap import ScramSpecError, add_scram_credentials
+    from minikafka.broker.sasl.credentials import CredentialStoreError
     overrides = _overrides(args.override)
     try:
         config = BrokerConfig.load(args.config or os.environ.get("MINIKAFKA_CONFIG"), overrides)
@@ -178,9 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
     topics.set_defaults(fn=cmd_topics)
     if (sys.argv[1:] if argv is None else argv)[:1] != ["serve"]:  # the broker's start-up skips these
-        from .txn_cli import add_parsers as add_txn_parsers
+        from minikafka.broker.txn_cli import add_parsers as add_txn_parsers
         add_txn_parsers(sub)  # transactions list|describe|abort, producers describe
-        from .groups_cli import add_parsers as add_group_parsers
+        from minikafka.broker.groups_cli import add_parsers as add_group_parsers
         add_group_parsers(sub)  # groups list|describe
         _add_faults_parser(sub)  # faults inject|list|clear
         _add_storage_parser(sub)  # storage format --add-scram

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Mapping
 import re
 
-from ..storage.errors import InvalidConfigError
-from ..storage.log_config import LogConfig
+from minikafka.storage.errors import InvalidConfigError
+from minikafka.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ _LISTENER_KEY = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
 def _is_sasl_key(key: str) -> bool:
     if not key.startswith("listener.name.") or ".sasl." not in key and not key.endswith(".connections.max.reauth.ms"):
         return False
-    from .sasl.settings import is_sasl_key
+    from minikafka.broker.sasl.settings import is_sasl_key
     return is_sasl_key(key)
 
 
@@ -498,7 +498,7 @@ class BrokerConfig:
             self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))
             if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("group.consumer.")):
                 # refuse bad consumer-group settings at start-up (the defaults are valid: no import for them)
-                from ..coordinator.consumer.config import ConsumerGroupSettings
+                from minikafka.coordinator.consumer.config import ConsumerGroupSettings
                 ConsumerGroupSettings.from_props(self.get)
             self.log_config = self._log_config()
             self.quorum = _quorum_config(self)
@@ -522,7 +522,7 @@ class BrokerConfig:
                                   "is not supported yet")
         self.sasl: dict = {}  # listener name -> broker/sasl/settings.ListenerSasl, SASL listeners only
         if any(p.startswith("SASL_") for p in self.security_protocols.values()) or self.get("sasl.jaas.config"):
-            from .sasl.settings import SaslConfigError, sasl_settings
+            from minikafka.broker.sasl.settings import SaslConfigError, sasl_settings
             try:
                 self.sasl = sasl_settings(self.security_protocols, self.get, self.props)
             except SaslConfigError as exc:
@@ -536,14 +536,14 @@ class BrokerConfig:
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
         if self.get("minikafka.metrics.listener").strip():
-            from .admin_http import ListenerError, parse_listener
+            from minikafka.broker.admin_http import ListenerError, parse_listener
             try:
                 parse_listener(self.get("minikafka.metrics.listener"))
             except ListenerError as exc:
                 raise ConfigError(str(exc)) from None
         if self.get("minikafka.faults.enable").strip().lower() not in ("true", "false"):
             raise ConfigError(f"minikafka.faults.enable must be true or false, got {self.get('minikafka.faults.enable')!r}")
-        from .authorizer import SUPPORTED_AUTHORIZERS
+        from minikafka.broker.authorizer import SUPPORTED_AUTHORIZERS
         if self.get("authorizer.class.name").strip() not in SUPPORTED_AUTHORIZERS:
             raise ConfigError(f"authorizer.class.name {self.get('authorizer.class.name')!r} is not supported "
                               "(org.apache.kafka.metadata.authorizer.StandardAuthorizer or empty)")

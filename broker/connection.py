@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from ..protocol.codec import decode_body
-from ..protocol.headers import (
+from minikafka.protocol.codec import decode_body
+from minikafka.protocol.headers import (
     API_VERSIONS_KEY,
     HeaderError,
     body_offset,
@@ -52,18 +52,18 @@ from ..protocol.headers import (
     encode_response_prefix,
     peek_header,
 )
-from .context import RequestContext
-from .memory_pool import Grant, MemoryPool
-from .metrics import HANDLER_FAILED, response_error
-from .registry import advertised_versions, spec_for
-from .response import EncodedBody, FileSlice
-from .sasl.errors import SaslFailure, SessionExpired
+from minikafka.broker.context import RequestContext
+from minikafka.broker.memory_pool import Grant, MemoryPool
+from minikafka.broker.metrics import HANDLER_FAILED, response_error
+from minikafka.broker.registry import advertised_versions, spec_for
+from minikafka.broker.response import EncodedBody, FileSlice
+from minikafka.broker.sasl.errors import SaslFailure, SessionExpired
 
 if TYPE_CHECKING:
-    from .sasl.authenticator import SaslAuthenticator
-    from .connection_registry import ConnectionRegistry
-    from .state import BrokerState
-    from .tls import ListenerTls
+    from minikafka.broker.sasl.authenticator import SaslAuthenticator
+    from minikafka.broker.connection_registry import ConnectionRegistry
+    from minikafka.broker.state import BrokerState
+    from minikafka.broker.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def _new_authenticator(state: "BrokerState | None", listener: str) -> "SaslAuthe
     settings = getattr(state.config, "sasl", {}).get(listener) if state is not None else None
     if settings is None:
         return None
-    from .sasl.authenticator import SaslAuthenticator  # SASL listeners only: not at start-up
+    from minikafka.broker.sasl.authenticator import SaslAuthenticator  # SASL listeners only: not at start-up
     return SaslAuthenticator(settings, state.scram_credentials.get)
 
 
@@ -241,7 +241,7 @@ class Connection(asyncio.BufferedProtocol):
                 ssl_object = transport.get_extra_info("ssl_object")
                 der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
                 if self.security_protocol == "SSL":  # SASL_SSL: the principal comes from SASL
-                    from .ssl_principal import principal_of  # TLS listeners only: not at start-up
+                    from minikafka.broker.ssl_principal import principal_of  # TLS listeners only: not at start-up
                     self.principal = principal_of(der, self.tls.mapper)
             except Exception as exc:  # no rule maps the name, an undecodable certificate: refused
                 self.close(logging.INFO, f"client certificate refused: {exc}")

@@ -14,12 +14,12 @@ import logging
 import resource
 from typing import TYPE_CHECKING, Callable
 
-from .connection import _BODY, _HEADER, Connection
-from .memory_pool import Grant, MemoryPool
+from minikafka.broker.connection import _BODY, _HEADER, Connection
+from minikafka.broker.memory_pool import Grant, MemoryPool
 
 if TYPE_CHECKING:
-    from .state import BrokerState
-    from .tls import ListenerTls
+    from minikafka.broker.state import BrokerState
+    from minikafka.broker.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 

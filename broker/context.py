@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .sasl.authenticator import SaslAuthenticator
-    from .state import BrokerState
+    from minikafka.broker.sasl.authenticator import SaslAuthenticator
+    from minikafka.broker.state import BrokerState
 
 
 @dataclass(slots=True)

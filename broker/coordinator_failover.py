@@ -32,9 +32,9 @@ from kafka.protocol.producer import (
     WriteTxnMarkersResponse,
 )
 
-from ..coordinator.quorum.peer import PeerClient, PeerError
-from ..coordinator.txn_markers import Marker
-from .coordinator_lookup import OFFSETS_TOPIC, TXN_TOPIC, endpoint, partition_leader
+from minikafka.coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.coordinator.txn_markers import Marker
+from minikafka.broker.coordinator_lookup import OFFSETS_TOPIC, TXN_TOPIC, endpoint, partition_leader
 
 log = logging.getLogger(__name__)
 

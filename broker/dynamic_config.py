@@ -30,9 +30,9 @@ from typing import Callable, Iterable, Mapping
 
 import kafka.errors as ke
 
-from ..storage.partition_metadata import atomic_write
-from .config import DEFAULTS, UNSUPPORTED_VALUES, BrokerConfig, ConfigError
-from .kafka_broker_keys import KAFKA_BROKER_KEYS, KAFKA_DYNAMIC_KEYS, TYPE_LIST, config_type
+from minikafka.storage.partition_metadata import atomic_write
+from minikafka.broker.config import DEFAULTS, UNSUPPORTED_VALUES, BrokerConfig, ConfigError
+from minikafka.broker.kafka_broker_keys import KAFKA_BROKER_KEYS, KAFKA_DYNAMIC_KEYS, TYPE_LIST, config_type
 
 log = logging.getLogger(__name__)
 

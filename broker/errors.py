@@ -5,9 +5,9 @@ import logging
 
 import kafka.errors as ke
 
-from ..protocol import record_batch, record_validator
-from ..storage import errors as se
-from . import topic_catalog as tc
+from minikafka.protocol import record_batch, record_validator
+from minikafka.storage import errors as se
+from minikafka.broker import topic_catalog as tc
 
 log = logging.getLogger(__name__)
 

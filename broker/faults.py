@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import kafka.errors as ke
 from kafka.protocol.api_key import ApiKey
 
-from . import admin_http
-from .admin_http import AdminContext, HttpRequest, HttpResponse
+from minikafka.broker import admin_http
+from minikafka.broker.admin_http import AdminContext, HttpRequest, HttpResponse
 
 if TYPE_CHECKING:
-    from .state import BrokerState
+    from minikafka.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ ERROR_CODES = _error_codes()
 
 def api_names() -> dict[str, int]:
     """Kafka API name -> key, for every API this broker serves."""
-    from .registry import API_TABLE
+    from minikafka.broker.registry import API_TABLE
     return {k.name: int(k) for k in ApiKey if int(k) in API_TABLE}
 
 
@@ -172,7 +172,7 @@ def _topic_partitions(request: Any, state: "BrokerState | None") -> list[tuple[s
             continue
         name = getattr(t, "name", None) or getattr(t, "topic", None)
         if not name and getattr(t, "topic_id", None) is not None and state is not None:
-            from .handlers.common import topic_name_for_id
+            from minikafka.broker.handlers.common import topic_name_for_id
             name = topic_name_for_id(state, t.topic_id)
         parts = getattr(t, "partition_data", None) or getattr(t, "partitions", None) or ()
         indexes = []
@@ -377,7 +377,7 @@ class FaultEngine:
     async def before(self, rule: Rule, request: Any, version: int) -> Any:
         """Run a fired rule's part before the handler: the delay, then an error response (returned;
         the handler must not run), a before_apply disconnect (raised), or None (handle normally)."""
-        from .connection import InjectedDisconnect as FaultDisconnect
+        from minikafka.broker.connection import InjectedDisconnect as FaultDisconnect
         if rule.delay_ms:
             await asyncio.sleep(rule.delay_ms / 1000)
         if rule.disconnect == "before_apply":

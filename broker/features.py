@@ -27,7 +27,7 @@ from typing import Iterable, NamedTuple
 
 import kafka.errors as ke
 
-from ..storage.partition_metadata import atomic_write
+from minikafka.storage.partition_metadata import atomic_write
 
 log = logging.getLogger(__name__)
 

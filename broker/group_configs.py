@@ -23,9 +23,9 @@ from typing import Callable, Iterable, Mapping
 
 import kafka.errors as ke
 
-from ..storage.partition_metadata import atomic_write
-from .config import BrokerConfig
-from .dynamic_config import ConfigRequestError
+from minikafka.storage.partition_metadata import atomic_write
+from minikafka.broker.config import BrokerConfig
+from minikafka.broker.dynamic_config import ConfigRequestError
 
 log = logging.getLogger(__name__)
 

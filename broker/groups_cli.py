@@ -42,7 +42,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
 def _consumer_group_description(admin, group: str) -> dict | None:
     """ConsumerGroupDescribe of `group` in the shape of kafka-python's describe_groups(); None if it is
     not a consumer group."""
-    from ..protocol.messages import ConsumerGroupDescribeRequest
+    from minikafka.protocol.messages import ConsumerGroupDescribeRequest
 
     async def describe():
         coordinator = await admin._find_coordinator_id(group)

@@ -87,7 +87,7 @@ CLUSTER_MODULES = (
 
 def handler_modules(quorum: bool = False) -> list[str]:
     """The handler modules of the broker listeners, and of the controller listeners of a quorum node."""
-    from .registry import API_TABLE, CONTROLLER_API_TABLE, QUORUM_BROKER_API_TABLE, module_name
+    from minikafka.broker.registry import API_TABLE, CONTROLLER_API_TABLE, QUORUM_BROKER_API_TABLE, module_name
     tables = [API_TABLE, QUORUM_BROKER_API_TABLE, CONTROLLER_API_TABLE] if quorum else [API_TABLE]
     return list(dict.fromkeys(module_name(e) for table in tables for _key, e in sorted(table.items())))
 

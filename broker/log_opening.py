@@ -17,10 +17,10 @@ import time
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple
 
 if TYPE_CHECKING:
-    from ..storage.log_manager import LogManager
-    from .context import RequestContext
-    from .registry import Handler
-    from .state import BrokerState
+    from minikafka.storage.log_manager import LogManager
+    from minikafka.broker.context import RequestContext
+    from minikafka.broker.registry import Handler
+    from minikafka.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
 

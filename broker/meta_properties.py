@@ -6,7 +6,7 @@ import logging
 import uuid
 from pathlib import Path
 
-from .config import ConfigError, parse_properties
+from minikafka.broker.config import ConfigError, parse_properties
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def write_meta(log_dirs: list[Path], node_id: int, cluster_id: str) -> None:
 
 
 def _write(d: Path, node_id: int, cluster_id: str) -> None:
-    from ..storage.partition_metadata import atomic_write
+    from minikafka.storage.partition_metadata import atomic_write
     d.mkdir(parents=True, exist_ok=True)
     atomic_write(d / "meta.properties", ("#\n#minikafka\nversion=1\n"
                                          f"cluster.id={cluster_id}\nnode.id={node_id}\n"

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from .metrics import LATENCY_BUCKETS, PREFIX
+from minikafka.broker.metrics import LATENCY_BUCKETS, PREFIX
 
 if TYPE_CHECKING:
-    from .state import BrokerState
+    from minikafka.broker.state import BrokerState
 
 
 def _kafka_error_name(code: int | str) -> str:

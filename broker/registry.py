@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
 
-from .log_opening import opening_partitions
+from minikafka.broker.log_opening import opening_partitions
 
 if TYPE_CHECKING:
-    from .context import RequestContext
+    from minikafka.broker.context import RequestContext
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 HANDLER_PACKAGE = "minikafka.broker.handlers"

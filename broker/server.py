@@ -22,11 +22,11 @@ import sys
 import threading
 import time
 
-from .. import __version__
-from .config import BrokerConfig
-from .connection_registry import ConnectionRegistry
-from .registry import import_eager_handlers
-from .state import BrokerState
+from minikafka import __version__
+from minikafka.broker.config import BrokerConfig
+from minikafka.broker.connection_registry import ConnectionRegistry
+from minikafka.broker.registry import import_eager_handlers
+from minikafka.broker.state import BrokerState
 
 import_eager_handlers()  # ApiVersions, Metadata; every other handler module loads on first use or in warm_up
 
@@ -64,7 +64,7 @@ class Broker:
         tls_contexts = self._tls_contexts()  # keystores first: a bad one fails start-up before anything opens
         peers = self._peer_factory()  # the client side of the inter-broker / controller listeners, as early
         await self._start_admin()
-        from .sasl.errors import CredentialStoreError
+        from minikafka.broker.sasl.errors import CredentialStoreError
         try:
             self.state = BrokerState(self.config)
         except CredentialStoreError as exc:
@@ -85,7 +85,7 @@ class Broker:
             tls = tls_contexts.get(listener.name)
             factory = self.connections.factory(self.state, listener.name, tls=tls)
             if tls is not None:
-                from .tls import tls_protocol_factory
+                from minikafka.broker.tls import tls_protocol_factory
                 factory = tls_protocol_factory(loop, factory, tls, self.config.ssl_handshake_timeout_ms / 1000)
             try:
                 sock = _bound_socket(listener.host, listener.port)
@@ -124,18 +124,18 @@ class Broker:
             self.state.cluster.start()
         self.state.start()  # coordinators start as they are built (warm_up builds those with state)
         if self.state.cluster is not None:  # a multi-node cluster: partition replication
-            from .replication.replica_manager import ReplicaManager
+            from minikafka.broker.replication.replica_manager import ReplicaManager
             self.state.replicas = ReplicaManager(self.state, self.state.cluster)
             self.state.replicas.start()
             self.state.coordinator_failover.start()  # coordinators follow partition leadership
-        from .background import start_log_cleaner
+        from minikafka.broker.background import start_log_cleaner
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
         self._periodic += start_log_cleaner(self.state)
         self._periodic.append(asyncio.create_task(self._warm_up()))
 
     def _check_installation(self) -> None:
         """Every module this role needs is present (broker/installation.py), before anything opens."""
-        from .installation import missing_modules
+        from minikafka.broker.installation import missing_modules
         missing = missing_modules(quorum=self.config.quorum is not None)
         if missing:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
@@ -144,12 +144,12 @@ class Broker:
 
     def _tls_contexts(self) -> dict:
         """A TLS context per SSL / SASL_SSL listener (broker/tls.py); StartupError if one cannot be built."""
-        from .config import TLS_SECURITY_PROTOCOLS, ConfigError
+        from minikafka.broker.config import TLS_SECURITY_PROTOCOLS, ConfigError
         out = {}
         for listener in self.config.listeners:
             protocol = self.config.security_protocols.get(listener.name, "PLAINTEXT")
             if protocol in TLS_SECURITY_PROTOCOLS:
-                from .tls import build_listener_tls, listener_ssl_props
+                from minikafka.broker.tls import build_listener_tls, listener_ssl_props
                 try:
                     out[listener.name] = build_listener_tls(
                         listener_ssl_props(self.config.get, listener.name, protocol), listener.name)
@@ -162,8 +162,8 @@ class Broker:
         (TLS client context, SASL mechanism, JAAS credentials) cannot be built."""
         if self.config.quorum is None:
             return None
-        from .config import ConfigError
-        from .peer_security import peer_factory
+        from minikafka.broker.config import ConfigError
+        from minikafka.broker.peer_security import peer_factory
         try:
             return peer_factory(self.config)
         except ConfigError as exc:
@@ -172,8 +172,8 @@ class Broker:
     def _open_quorum(self, peers=None) -> None:
         """KRaft combined mode (coordinator/quorum/driver.py): the metadata quorum's durable state is
         opened before the listeners; its tasks start once they accept (peers may call at once)."""
-        from ..coordinator.quorum.driver import QuorumDriver
-        from .meta_properties import write_meta
+        from minikafka.coordinator.quorum.driver import QuorumDriver
+        from minikafka.broker.meta_properties import write_meta
         state, config = self.state, self.config
         assert state is not None and config.quorum is not None
 
@@ -184,11 +184,11 @@ class Broker:
         state.quorum = QuorumDriver(config.node_id, config.quorum, config.log_dirs[0], state.cluster_id, agreed,
                                     peer_factory=peers)
         # the cluster metadata (issue 16): every node follows the image; the quorum leader is the controller
-        from ..coordinator.cluster.controller import ControllerConfig
-        from .cluster.active_controller import ActiveController
-        from .cluster.runtime import ClusterRuntime
+        from minikafka.coordinator.cluster.controller import ControllerConfig
+        from minikafka.broker.cluster.active_controller import ActiveController
+        from minikafka.broker.cluster.runtime import ClusterRuntime
         state.cluster = ClusterRuntime(state, state.quorum)
-        from .cluster.security_sync import attach, bootstrap_credentials
+        from minikafka.broker.cluster.security_sync import attach, bootstrap_credentials
         state.cluster.active = ActiveController(
             state.quorum, lambda: state.cluster.image,
             ControllerConfig(session_timeout_ms=int(config.get("broker.session.timeout.ms")),
@@ -202,8 +202,8 @@ class Broker:
         url = self.config.get("minikafka.metrics.listener").strip()
         if not url:
             return
-        from .admin_http import AdminContext, AdminHttpServer, parse_listener
-        from . import faults  # noqa: F401  (registers /faults; it answers 403 unless faults are enabled)
+        from minikafka.broker.admin_http import AdminContext, AdminHttpServer, parse_listener
+        from minikafka.broker import faults  # noqa: F401  (registers /faults; it answers 403 unless faults are enabled)
         host, port = parse_listener(url)
         ctx = AdminContext(None, lambda: self.ready)  # type: ignore[arg-type]  # state follows at once
         server = AdminHttpServer(ctx, host, port)
@@ -221,12 +221,12 @@ class Broker:
         requests would fail on."""
         assert self.state is not None
         try:
-            from .warmup import warm_up
+            from minikafka.broker.warmup import warm_up
             await warm_up(self.state)
         except asyncio.CancelledError:
             raise
         except ImportError as exc:
-            from .installation import missing_module_message
+            from minikafka.broker.installation import missing_module_message
             self.fail_startup(missing_module_message(exc))
             return
         except Exception as exc:
@@ -374,7 +374,7 @@ async def serve(config: BrokerConfig, started: list[Broker] | None = None) -> in
     try:
         await broker.start()
     except (StartupError, ImportError) as exc:
-        from .installation import missing_module_message
+        from minikafka.broker.installation import missing_module_message
         message = str(exc) if isinstance(exc, StartupError) else missing_module_message(exc)
         log.error("%s", message)
         sys.stderr.write(f"minikafka: {message}\n")

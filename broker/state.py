@@ -12,25 +12,25 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..storage.log_manager import LogManager
-from .append_notifier import AppendNotifier
-from .authorizer import build_authorizer
-from .config import BrokerConfig, Listener
-from .dynamic_config import DynamicBrokerConfig
-from .features import FEATURES_FILE, FeatureState
-from .meta_properties import ensure_meta
-from .memory_pool import MemoryPool, pool_capacity
-from .metrics import BrokerMetrics
-from .sasl.errors import CREDENTIALS_FILE
-from .topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
+from minikafka.storage.log_manager import LogManager
+from minikafka.broker.append_notifier import AppendNotifier
+from minikafka.broker.authorizer import build_authorizer
+from minikafka.broker.config import BrokerConfig, Listener
+from minikafka.broker.dynamic_config import DynamicBrokerConfig
+from minikafka.broker.features import FEATURES_FILE, FeatureState
+from minikafka.broker.meta_properties import ensure_meta
+from minikafka.broker.memory_pool import MemoryPool, pool_capacity
+from minikafka.broker.metrics import BrokerMetrics
+from minikafka.broker.sasl.errors import CREDENTIALS_FILE
+from minikafka.broker.topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
 
 if TYPE_CHECKING:
-    from ..coordinator.group_coordinator import GroupCoordinator
-    from ..coordinator.producer_ids import ProducerIdManager
-    from ..coordinator.txn_coordinator import TransactionCoordinator
-    from ..storage.partition_log import PartitionLog
-    from .group_configs import GroupConfigStore
-    from .sasl.credentials import ScramCredentialStore
+    from minikafka.coordinator.group_coordinator import GroupCoordinator
+    from minikafka.coordinator.producer_ids import ProducerIdManager
+    from minikafka.coordinator.txn_coordinator import TransactionCoordinator
+    from minikafka.storage.partition_log import PartitionLog
+    from minikafka.broker.group_configs import GroupConfigStore
+    from minikafka.broker.sasl.credentials import ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class BrokerState:
         # an unreadable file refuses start-up rather than looking like "no users"
         self._scram_credentials = None
         if in_cluster:
-            from .sasl.credentials import ScramCredentialStore
+            from minikafka.broker.sasl.credentials import ScramCredentialStore
             self._scram_credentials = ScramCredentialStore(config.log_dirs[0])
         elif (config.log_dirs[0] / CREDENTIALS_FILE).exists():
             self._scram_credentials = self.scram_credentials  # noqa: the property loads it
@@ -96,14 +96,14 @@ class BrokerState:
         self.metrics = BrokerMetrics()  # traffic counters; the rest of /metrics is read at scrape time
         self.faults = None  # broker/faults.FaultEngine when minikafka.faults.enable=true (tests only)
         if config.get("minikafka.faults.enable").strip().lower() == "true":
-            from .faults import FaultEngine
+            from minikafka.broker.faults import FaultEngine
             self.faults = FaultEngine(self)
 
     @property
     def group_configs(self) -> "GroupConfigStore":
         """Per-group config overrides (broker/group_configs.py), read from the log dir on first use."""
         if self._group_configs is None:
-            from .group_configs import GroupConfigStore
+            from minikafka.broker.group_configs import GroupConfigStore
             store = GroupConfigStore(self.config, self.config.log_dirs[0])
             store.load()
             self._group_configs = store
@@ -130,10 +130,10 @@ class BrokerState:
     @property
     def producer_ids(self) -> ProducerIdManager:
         if self._producer_ids is None and self.cluster is not None:  # blocks from the active controller
-            from .cluster.producer_ids import ClusterProducerIdManager
+            from minikafka.broker.cluster.producer_ids import ClusterProducerIdManager
             self._producer_ids = ClusterProducerIdManager(self.cluster)  # type: ignore[assignment]
         if self._producer_ids is None:
-            from ..coordinator.producer_ids import ProducerIdManager
+            from minikafka.coordinator.producer_ids import ProducerIdManager
             self._producer_ids = ProducerIdManager(self.config.log_dirs[0] / "producer_id_block")
         return self._producer_ids
 
@@ -142,8 +142,8 @@ class BrokerState:
         """The group coordinator; once running, built with its loading of `__consumer_offsets` and
         its offsets retention timer started."""
         if self._groups is None:
-            from ..coordinator.group_coordinator import GroupConfig, GroupCoordinator
-            from .errors import error_code
+            from minikafka.coordinator.group_coordinator import GroupConfig, GroupCoordinator
+            from minikafka.broker.errors import error_code
             self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code,
                                             group_configs=self.group_configs)
             if (failover := self.coordinator_failover) is not None:
@@ -157,8 +157,8 @@ class BrokerState:
         """The transaction coordinator; once running, built with its loading of
         `__transaction_state`, transaction timeouts and marker retries started."""
         if self._txns is None:
-            from ..coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
-            from .errors import error_code
+            from minikafka.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
+            from minikafka.broker.errors import error_code
             self._txns = TransactionCoordinator(TxnConfig.from_props(self.config.get), self.catalog,
                                                 self.producer_ids.next_id, error_code,
                                                 transaction_version=lambda: self.features.transaction_version)
@@ -178,7 +178,7 @@ class BrokerState:
         partition leadership (broker/coordinator_failover.py); None on a single node."""
         if self._failover is None and getattr(self, "replicas", None) is not None \
                 and getattr(self, "cluster", None) is not None:
-            from .coordinator_failover import CoordinatorFailover
+            from minikafka.broker.coordinator_failover import CoordinatorFailover
             self._failover = CoordinatorFailover(self)
         return self._failover
 
@@ -196,7 +196,7 @@ class BrokerState:
             self._txns.start()
 
     def _start_groups(self) -> None:
-        from .background import start_group_services
+        from minikafka.broker.background import start_group_services
         self.service_tasks += start_group_services(self)
 
     async def stop_coordinators(self) -> None:
@@ -221,7 +221,7 @@ class BrokerState:
     def scram_credentials(self) -> "ScramCredentialStore":
         """The SCRAM credential store, read when the file exists at start-up, else on first use."""
         if self._scram_credentials is None:
-            from .sasl.credentials import ScramCredentialStore
+            from minikafka.broker.sasl.credentials import ScramCredentialStore
             self._scram_credentials = ScramCredentialStore(self.config.log_dirs[0]).load()
         return self._scram_credentials
 

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .config import SSL_DEFAULTS, ConfigError
-from .ssl_principal import SslPrincipalMapper
+from minikafka.broker.config import SSL_DEFAULTS, ConfigError
+from minikafka.broker.ssl_principal import SslPrincipalMapper
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from minikafka.broker.connection import Connection
 
 log = logging.getLogger(__name__)
 

@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
-from ..storage.errors import KafkaStorageError
-from ..storage.log_config import LogConfig
-from ..storage.log_manager import LogManager
-from ..storage.partition_metadata import fsync_dir, write_partition_metadata
+from minikafka.storage.errors import KafkaStorageError
+from minikafka.storage.log_config import LogConfig
+from minikafka.storage.log_manager import LogManager
+from minikafka.storage.partition_metadata import fsync_dir, write_partition_metadata
 
 if TYPE_CHECKING:
-    from ..storage.partition_log import PartitionLog
+    from minikafka.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ import threading
 import time
 from typing import Callable, Iterable
 
-from .installation import GROUP_MODULES, STORAGE_MODULES, TXN_MODULES, handler_modules
-from .log_opening import open_logs, open_remaining
-from .state import OFFSETS_TOPIC, TXN_TOPIC, BrokerState
+from minikafka.broker.installation import GROUP_MODULES, STORAGE_MODULES, TXN_MODULES, handler_modules
+from minikafka.broker.log_opening import open_logs, open_remaining
+from minikafka.broker.state import OFFSETS_TOPIC, TXN_TOPIC, BrokerState
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ import logging
 import time
 from typing import Any
 
-from ..protocol.record_batch import iter_headers
-from .consumer import records as consumer_records
-from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator
-from .group_records import (
+from minikafka.protocol.record_batch import iter_headers
+from minikafka.coordinator.consumer import records as consumer_records
+from minikafka.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from minikafka.coordinator.group_records import (
     ControlMarker,
     GroupMetadataKey,
     OffsetCommitKey,

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from .group_errors import (
+from minikafka.coordinator.group_errors import (
     COORDINATOR_NOT_AVAILABLE,
     GROUP_MAX_SIZE_REACHED,
     ILLEGAL_GENERATION,
@@ -20,7 +20,7 @@ from .group_errors import (
     UNKNOWN_MEMBER_ID,
     AppendFailed,
 )
-from .group_metadata import ClassicGroup, GroupError, GroupState, JoinResult, Member, SyncResult
+from minikafka.coordinator.group_metadata import ClassicGroup, GroupError, GroupState, JoinResult, Member, SyncResult
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from .testing import MiniKafka
-from .testing_cluster import MiniKafkaCluster
+from minikafka.testing import MiniKafka
+from minikafka.testing_cluster import MiniKafkaCluster
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

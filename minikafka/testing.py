@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
-    from .faults import FaultsClient
+    from minikafka.faults import FaultsClient
 
 __all__ = ["MiniKafka", "MiniKafkaCluster", "MiniKafkaError", "free_port", "minikafka_command"]
 
@@ -253,7 +253,7 @@ class MiniKafka:
     @property
     def faults(self) -> "FaultsClient":
         """The fault-injection client (inject / injected / clear) on `admin_url`; see minikafka/faults.py."""
-        from .faults import FaultsClient
+        from minikafka.faults import FaultsClient
         if not self.admin_url:
             raise MiniKafkaError("fault injection needs MiniKafka(faults=True) (or minikafka.faults.enable=true "
                                  "and minikafka.metrics.listener in config)")
@@ -295,7 +295,7 @@ class MiniKafka:
             raise MiniKafkaError("this MiniKafka was closed")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self._sasl_users:  # SCRAM credentials for the SASL users (once; later starts keep the file)
-            from .broker.sasl.bootstrap import add_scram_credentials
+            from minikafka.broker.sasl.bootstrap import add_scram_credentials
             add_scram_credentials(self.data_dir, [f'{mech}=[name="{user}",password="{password}"]'
                                                   for user, password in self._sasl_users.items()
                                                   for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")])
@@ -434,6 +434,6 @@ def _raise_for(code: int, message: str | None, what: str) -> None:
 def __getattr__(name: str):
     """`MiniKafkaCluster` lives in testing_cluster.py (it builds on MiniKafka); importable from here."""
     if name == "MiniKafkaCluster":
-        from .testing_cluster import MiniKafkaCluster
+        from minikafka.testing_cluster import MiniKafkaCluster
         return MiniKafkaCluster
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .testing import MiniKafka, MiniKafkaError, _Conn, _config_value, _raise_for, free_port
+from minikafka.testing import MiniKafka, MiniKafkaError, _Conn, _config_value, _raise_for, free_port
 
 __all__ = ["MiniKafkaCluster"]
 

@@ -13,8 +13,8 @@ import ipaddress
 import struct
 from typing import Any
 
-from .headers import body_offset
-from .messages import DefaultPrincipalData
+from minikafka.protocol.headers import body_offset
+from minikafka.protocol.messages import DefaultPrincipalData
 
 PRINCIPAL_VERSION = 0
 _INT32 = struct.Struct(">i")

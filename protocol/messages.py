@@ -5,7 +5,7 @@ from __future__ import annotations
 from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_message import ApiMessage
 
-from . import schemas
+from minikafka.protocol import schemas
 
 __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
            "ConsumerGroupDescribeResponse", "VoteRequest", "VoteResponse", "BeginQuorumEpochRequest",

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Sequence
 from kafka.protocol.producer import ProduceResponse
 from kafka.protocol.schemas.fields.codecs import EncodeBuffer
 
-from .fetch_encoding import length_prefix
+from minikafka.protocol.fetch_encoding import length_prefix
 
 _RESPONSE = ProduceResponse._struct
 _TOPIC = _RESPONSE.fields["responses"].array_of

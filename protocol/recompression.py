@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from .record_batch import (
+from minikafka.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CRC_OFFSET,
@@ -23,7 +23,7 @@ from .record_batch import (
     compute_crc,
     iter_headers,
 )
-from .record_validator import GZIP, LZ4, NONE, SNAPPY, ZSTD, decompress_records, _too_large
+from minikafka.protocol.record_validator import GZIP, LZ4, NONE, SNAPPY, ZSTD, decompress_records, _too_large
 
 # compression.type values -> codec id (None: keep the producer's)
 TOPIC_CODECS: dict[str, int | None] = {"producer": None, "uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY,

@@ -44,7 +44,7 @@ from functools import partial
 from itertools import repeat
 from operator import attrgetter, ne, sub
 
-from .record_batch import (
+from minikafka.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     HEADER_SIZE,
@@ -410,7 +410,7 @@ def _load_scan():
     if os.environ.get("MINIKAFKA_PURE_VALIDATOR") == "1":
         return None
     try:
-        from ._recordscan import scan
+        from minikafka.protocol._recordscan import scan
     except ImportError:  # built without a C compiler: the aiokafka path below
         return None
     return scan

@@ -17,12 +17,12 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from ...coordinator.cluster.controller import Controller, ControllerConfig
-from ...coordinator.quorum.raft import LEADER
+from minikafka.coordinator.cluster.controller import Controller, ControllerConfig
+from minikafka.coordinator.quorum.raft import LEADER
 
 if TYPE_CHECKING:
-    from ...coordinator.cluster.image import MetadataImage
-    from ...coordinator.quorum.driver import QuorumDriver
+    from minikafka.coordinator.cluster.image import MetadataImage
+    from minikafka.coordinator.quorum.driver import QuorumDriver
 
 log = logging.getLogger(__name__)
 

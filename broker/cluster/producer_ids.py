@@ -11,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .runtime import ClusterRuntime
+    from minikafka.broker.cluster.runtime import ClusterRuntime
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class ClusterProducerIdManager:
             self._fetch = asyncio.get_running_loop().create_task(self._allocate(), name="producer-id-block")
 
     async def _allocate(self) -> None:
-        from ...protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
+        from minikafka.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
         cluster = self.cluster
         while cluster.broker_epoch < 0:
             await asyncio.sleep(0.05)

@@ -23,13 +23,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from ...coordinator.cluster.image import MetadataImage
-from ...coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.coordinator.cluster.image import MetadataImage
+from minikafka.coordinator.quorum.peer import PeerClient, PeerError
 
 if TYPE_CHECKING:
-    from ...coordinator.quorum.driver import QuorumDriver
-    from ..state import BrokerState
-    from .active_controller import ActiveController
+    from minikafka.coordinator.quorum.driver import QuorumDriver
+    from minikafka.broker.state import BrokerState
+    from minikafka.broker.cluster.active_controller import ActiveController
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ class ClusterRuntime:
         return out
 
     async def _register(self) -> None:
-        from ...protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
+        from minikafka.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
         while self.state.cluster_id is None:
             await asyncio.sleep(0.05)
         rack = (self.state.config.props.get("broker.rack") or "").strip() or None
@@ -340,7 +340,7 @@ class ClusterRuntime:
             await asyncio.sleep(self.heartbeat_interval_s / 2)
 
     async def _lifecycle(self) -> None:
-        from ...protocol.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+        from minikafka.protocol.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
         if not self.driver.quorum.is_broker:  # a controller-only node: no registration, no partitions
             await self._controller_caught_up()
             return
@@ -445,9 +445,9 @@ class EnvelopeRefused(ControllerUnavailableError):
 async def _enveloped(client: PeerClient, req: Any, version: int, resp_cls: type, who: ForwardedFor) -> Any:
     """`req` inside an Envelope on behalf of `who`; the inner response, decoded. NOT_CONTROLLER on the
     envelope reads as "not the controller" for the retry (the answer is then re-sent to the new one)."""
-    from ...protocol.envelope import (address_bytes, inner_request_bytes, inner_response_body,
+    from minikafka.protocol.envelope import (address_bytes, inner_request_bytes, inner_response_body,
                                       principal_bytes)
-    from ...protocol.messages import EnvelopeRequest, EnvelopeResponse
+    from minikafka.protocol.messages import EnvelopeRequest, EnvelopeResponse
     env = EnvelopeRequest(request_data=inner_request_bytes(req, version, who.client_id),
                           request_principal=principal_bytes(who.principal),
                           client_host_address=address_bytes(who.host))

@@ -10,6 +10,6 @@ import importlib
 def load_all() -> None:
     """Import every handler module of the static tables (fills `registry.HANDLERS` and
     `registry.CONTROLLER_HANDLERS`)."""
-    from ..registry import API_TABLE, CONTROLLER_API_TABLE, module_name
+    from minikafka.broker.registry import API_TABLE, CONTROLLER_API_TABLE, module_name
     for entry in [*API_TABLE.values(), *CONTROLLER_API_TABLE.values()]:
         importlib.import_module(module_name(entry))

@@ -17,12 +17,12 @@ import kafka.errors as ke
 from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
                                   DescribeAclsRequest, DescribeAclsResponse)
 
-from .. import acl as A
-from ..acl import AclBinding, AclFilter, InvalidAclError
-from ..authorizer import authorize_cluster
-from ..connection import CloseConnection
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl as A
+from minikafka.broker.acl import AclBinding, AclFilter, InvalidAclError
+from minikafka.broker.authorizer import authorize_cluster
+from minikafka.broker.connection import CloseConnection
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 CLUSTER_DENIED = ke.ClusterAuthorizationFailedError.errno
 SECURITY_DISABLED = ke.SecurityDisabledError.errno
@@ -62,7 +62,7 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
         # Kafka cannot even build such a binding: the whole request fails with UNKNOWN_SERVER_ERROR
         return CreateAclsResponse(throttle_time_ms=0, results=[Result(error_code=-1, error_message=None)] * n)
     if ctx.broker.cluster is not None:  # a cluster: the active controller records it (Kafka forwards it)
-        from ..cluster.forwarding import forward_create_acls, forwarded_for
+        from minikafka.broker.cluster.forwarding import forward_create_acls, forwarded_for
         return await forward_create_acls(ctx.broker, req, ctx.api_version, bindings, forwarded_for(ctx))
     errors = await store.create(bindings)
     return CreateAclsResponse(throttle_time_ms=0, results=[
@@ -112,7 +112,7 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
             FilterResult(error_code=SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])] * n)
     if ctx.broker.cluster is not None:
-        from ..cluster.forwarding import forward_delete_acls, forwarded_for
+        from minikafka.broker.cluster.forwarding import forward_delete_acls, forwarded_for
         return await forward_delete_acls(ctx.broker, req, ctx.api_version, n, forwarded_for(ctx))
     results = await ctx.broker.authorizer.store.delete(filters)
     out = []

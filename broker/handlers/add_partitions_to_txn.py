@@ -7,14 +7,14 @@ import kafka.errors as ke
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
-from ...coordinator.txn_coordinator import TransactionCoordinator
-from .. import acl
-from ..authorizer import authorize, authorize_cluster, authorized_names
-from ..context import RequestContext
-from ..registry import handles
-from ..state import BrokerState
-from .common import INTERNAL_TOPICS
-from .txn_common import OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, durable, for_version, unknown_partitions
+from minikafka.coordinator.txn_coordinator import TransactionCoordinator
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorize_cluster, authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.state import BrokerState
+from minikafka.broker.handlers.common import INTERNAL_TOPICS
+from minikafka.broker.handlers.txn_common import OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, durable, for_version, unknown_partitions
 
 Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult

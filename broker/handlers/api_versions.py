@@ -7,9 +7,9 @@ import re
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from ..connection import api_versions_list
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker.connection import api_versions_list
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 # Kafka ApiVersionsRequest.isValid (v3+): client software name and version must match this, else
 # INVALID_REQUEST with an empty api_keys list (ApiVersionsRequest.getErrorResponse)

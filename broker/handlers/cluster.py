@@ -6,10 +6,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
-from .. import acl
-from ..authorizer import authorize_cluster, authorized_operations
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster, authorized_operations
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 BROKERS_ENDPOINT = 1
 CONTROLLERS_ENDPOINT = 2
@@ -33,7 +33,7 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
                                                              rack=None, is_fenced=False)]
     controller = state.node_id
     if state.cluster is not None:  # the registered brokers (fenced ones too from v2 when asked), from the image
-        from ..cluster.views import controller_id
+        from minikafka.broker.cluster.views import controller_id
         image = state.cluster.image
         fenced_too = ctx.api_version >= 2 and getattr(req, "include_fenced_brokers", False)
         brokers = [DescribeClusterResponse.DescribeClusterBroker(

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import kafka.errors as ke
 
 if TYPE_CHECKING:
-    from ...storage.partition_log import PartitionLog
-    from ..state import BrokerState
+    from minikafka.storage.partition_log import PartitionLog
+    from minikafka.broker.state import BrokerState
 
 LEADER_EPOCH = 0  # a single broker is leader of everything, forever, in epoch 0
 # Kafka's Topic.isInternal: written only by their coordinators (Produce and DeleteRecords refuse them)

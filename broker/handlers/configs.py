@@ -21,16 +21,16 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 
-from ...storage.log_config import LogConfig
-from .. import acl
-from ..authorizer import authorize, authorize_cluster
-from ..context import RequestContext
-from ..dynamic_config import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
-from ..errors import error_code, error_message
-from ..kafka_broker_keys import TYPE_IDS, config_type_id
-from ..registry import handles
-from ..topic_catalog import InvalidTopicNameError, validate_topic_name
-from ..state import BrokerState
+from minikafka.storage.log_config import LogConfig
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.dynamic_config import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
+from minikafka.broker.errors import error_code, error_message
+from minikafka.broker.kafka_broker_keys import TYPE_IDS, config_type_id
+from minikafka.broker.registry import handles
+from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
+from minikafka.broker.state import BrokerState
 
 TOPIC_CONFIG = 2
 BROKER_CONFIG = 4
@@ -399,8 +399,8 @@ async def _commit_topic_changes(ctx: RequestContext, changes: dict[str, dict[str
     """A cluster: the topics' new overrides go to the active controller as one AlterConfigs (full
     replacement per topic); its per-topic errors replace ours; this node waits (bounded) until its
     metadata shows them, so a DescribeConfigs here right after sees the change."""
-    from ..cluster.forwarding import forwarded_for
-    from ..cluster.runtime import ControllerUnavailableError
+    from minikafka.broker.cluster.forwarding import forwarded_for
+    from minikafka.broker.cluster.runtime import ControllerUnavailableError
     state = ctx.broker
     R = AlterConfigsRequest.AlterConfigsResource
     req = AlterConfigsRequest(resources=[R(resource_type=TOPIC_CONFIG, resource_name=name, configs=[
@@ -427,7 +427,7 @@ async def _commit_topic_changes(ctx: RequestContext, changes: dict[str, dict[str
 
 async def _commit_broker_changes(ctx: RequestContext, changes: dict[str, dict[str, str | None]], out: list) -> None:
     """A cluster: BROKER config changes go to the active controller (ConfigRecords); its answers replace ours."""
-    from ..cluster.forwarding import forward_broker_configs, forwarded_for
+    from minikafka.broker.cluster.forwarding import forward_broker_configs, forwarded_for
     answers = await forward_broker_configs(ctx.broker, changes, forwarded_for(ctx))
     for o in out:
         if o.resource_type == BROKER_CONFIG and o.resource_name in changes:

@@ -6,21 +6,21 @@ import uuid
 
 import kafka.errors as ke
 
-from ...coordinator.consumer.coordinator import HeartbeatRequestData
-from ...coordinator.consumer.model import Assignment, freeze
-from ...coordinator.group_metadata import GroupError
-from ...protocol.messages import (
+from minikafka.coordinator.consumer.coordinator import HeartbeatRequestData
+from minikafka.coordinator.consumer.model import Assignment, freeze
+from minikafka.coordinator.group_metadata import GroupError
+from minikafka.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from .. import acl
-from ..authorized_operations import bitfield
-from ..authorizer import authorize, authorized_names, authorized_operations
-from ..context import RequestContext
-from ..registry import handles
-from .groups import client_host
+from minikafka.broker import acl
+from minikafka.broker.authorized_operations import bitfield
+from minikafka.broker.authorizer import authorize, authorized_names, authorized_operations
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.handlers.groups import client_host
 
 HbTopicPartitions = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions
 DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup

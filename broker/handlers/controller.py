@@ -22,15 +22,15 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, Cre
                                   CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
                                   ElectLeadersRequest, ElectLeadersResponse)
 
-from ...coordinator.cluster.controller import ControllerError
-from ...protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
+from minikafka.coordinator.cluster.controller import ControllerError
+from minikafka.protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
                                   AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
                                   BrokerRegistrationRequest, BrokerRegistrationResponse)
-from .. import acl
-from ..authorizer import authorize, authorize_cluster
-from ..context import RequestContext
-from ..registry import handles
-from ..topic_catalog import InvalidTopicNameError, validate_topic_name
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def _active(ctx: RequestContext):
 
 async def _run(ctx: RequestContext, fn):
     """(result, error code): `fn(controller)` committed; NOT_CONTROLLER / REQUEST_TIMED_OUT otherwise."""
-    from ..cluster.active_controller import NotControllerError
+    from minikafka.broker.cluster.active_controller import NotControllerError
     active = _active(ctx)
     if active is None:
         return None, NOT_CONTROLLER
@@ -80,7 +80,7 @@ def _now_ms() -> int:
 # -- brokers ------------------------------------------------------------------------------------------
 @handles(BrokerRegistrationRequest, BrokerRegistrationResponse, 0, 4, controller=True)
 async def handle_broker_registration(ctx: RequestContext, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-    from ..cluster.runtime import SECURITY_PROTOCOL_NAMES
+    from minikafka.broker.cluster.runtime import SECURITY_PROTOCOL_NAMES
 
     def answer(code: int, epoch: int = -1) -> BrokerRegistrationResponse:
         return BrokerRegistrationResponse(throttle_time_ms=0, error_code=code, broker_epoch=epoch)
@@ -199,14 +199,14 @@ def _topic_error(name: str, code: int, message: str | None) -> CreatableTopicRes
 
 
 def _check_configs(ctx: RequestContext, configs: dict[str, str]) -> None:
-    from ...storage.log_config import LogConfig
+    from minikafka.storage.log_config import LogConfig
     LogConfig.from_props(dict(configs), ctx.broker.config.log_config)
 
 
 @handles(CreateTopicsRequest, CreateTopicsResponse, 2, 7, controller=True)
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
-    from ..errors import error_code, error_message
-    from .configs import describe_topic_configs
+    from minikafka.broker.errors import error_code, error_message
+    from minikafka.broker.handlers.configs import describe_topic_configs
     state = ctx.broker
     active = _active(ctx)
     counts = Counter(t.name for t in req.topics)
@@ -359,7 +359,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
 async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
     """Preferred (election type 0) or unclean (1: a live ISR member, else any live replica, leads a
     partition without a live leader) leader election."""
-    from .elect_leaders import elect_leaders_response
+    from minikafka.broker.handlers.elect_leaders import elect_leaders_response
     if not authorize_cluster(ctx, acl.ALTER):
         return elect_leaders_response(req, ctx.api_version, lambda _t, _p: CLUSTER_AUTHORIZATION_FAILED,
                                       top_error=CLUSTER_AUTHORIZATION_FAILED)
@@ -384,7 +384,7 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) ->
 @handles(AlterConfigsRequest, AlterConfigsResponse, 0, 2, controller=True)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     """Topic overrides forwarded by brokers (each resource: the topic's complete new overrides)."""
-    from ..errors import error_code, error_message
+    from minikafka.broker.errors import error_code, error_message
     R = AlterConfigsResponse.AlterConfigsResourceResponse
     active = _active(ctx)
     out = []
@@ -395,7 +395,7 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
         if active is None or active.controller is None:
             answer(NOT_CONTROLLER)
             continue
-        from .controller_security import _alter_configs_denied
+        from minikafka.broker.handlers.controller_security import _alter_configs_denied
         denied = _alter_configs_denied(ctx, r.resource_type, r.resource_name)
         if denied:
             answer(*denied)

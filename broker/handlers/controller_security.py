@@ -20,13 +20,13 @@ from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, DeleteA
                                   IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
 from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 
-from .. import acl as A
-from ..acl import AclBinding, AclFilter, InvalidAclError, validate_new_acl
-from ..authorizer import authorize, authorize_cluster
-from ..context import RequestContext
-from ..dynamic_config import ConfigRequestError
-from ..registry import handles
-from .controller import INVALID_REQUEST, NOT_CONTROLLER, _active, _run
+from minikafka.broker import acl as A
+from minikafka.broker.acl import AclBinding, AclFilter, InvalidAclError, validate_new_acl
+from minikafka.broker.authorizer import authorize, authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.dynamic_config import ConfigRequestError
+from minikafka.broker.registry import handles
+from minikafka.broker.handlers.controller import INVALID_REQUEST, NOT_CONTROLLER, _active, _run
 
 BROKER_CONFIG = 4
 TOPIC_CONFIG, GROUP_CONFIG, CLIENT_METRICS_CONFIG = 2, 32, 16
@@ -116,8 +116,8 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
 @handles(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0, controller=True)
 async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest
                                               ) -> AlterUserScramCredentialsResponse:
-    from ..cluster.security_sync import credentials_of
-    from .scram_credentials import AlterResult, alter_response, plan_alterations
+    from minikafka.broker.cluster.security_sync import credentials_of
+    from minikafka.broker.handlers.scram_credentials import AlterResult, alter_response, plan_alterations
     if not authorize_cluster(ctx, A.ALTER):  # Kafka: one result per distinct user, by name
         names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[

@@ -5,10 +5,10 @@ import kafka.errors as ke
 
 from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
 
-from .. import acl
-from ..authorizer import authorized_names
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 Result = DeleteGroupsResponse.DeletableGroupResult
 

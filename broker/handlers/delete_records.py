@@ -5,12 +5,12 @@ import kafka.errors as ke
 
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
-from .. import acl
-from ..authorizer import authorized_names
-from ..context import RequestContext
-from ..errors import error_code
-from ..registry import handles
-from .common import INTERNAL_TOPICS, INVALID_TOPIC, lookup_partition
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.errors import error_code
+from minikafka.broker.registry import handles
+from minikafka.broker.handlers.common import INTERNAL_TOPICS, INVALID_TOPIC, lookup_partition
 
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = TopicResult.DeleteRecordsPartitionResult

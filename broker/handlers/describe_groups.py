@@ -5,11 +5,11 @@ import kafka.errors as ke
 
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
-from ...coordinator.group_metadata import GroupError
-from .. import acl
-from ..authorizer import authorize, authorized_operations
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.coordinator.group_metadata import GroupError
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorized_operations
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 DescribedGroup = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribedGroup.DescribedGroupMember

@@ -4,12 +4,12 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 
-from .. import acl
-from ..authorizer import authorize
-from ..context import RequestContext
-from ..registry import handles
-from ..topic_catalog import InvalidTopicNameError, validate_topic_name
-from .common import lookup_partition
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
+from minikafka.broker.handlers.common import lookup_partition
 
 TopicResponse = DescribeProducersResponse.TopicResponse
 PartitionResponse = TopicResponse.PartitionResponse

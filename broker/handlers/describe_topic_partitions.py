@@ -13,13 +13,13 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 
-from ..authorized_operations import TOPIC_OPERATIONS, bitfield
-from .. import acl
-from ..authorizer import authorized_names, authorized_operations
-from ..context import RequestContext
-from ..registry import handles
-from ..topic_catalog import InvalidTopicNameError, validate_topic_name
-from .common import INTERNAL_TOPICS, LEADER_EPOCH, ZERO_UUID
+from minikafka.broker.authorized_operations import TOPIC_OPERATIONS, bitfield
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorized_names, authorized_operations
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
+from minikafka.broker.handlers.common import INTERNAL_TOPICS, LEADER_EPOCH, ZERO_UUID
 
 Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 Partition = Topic.DescribeTopicPartitionsResponsePartition
@@ -87,7 +87,7 @@ def _describe(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Descr
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         upper = min(info.partitions, start + remaining)
         if state.cluster is not None:  # a cluster: from the metadata image
-            from ..cluster.views import partition_view
+            from minikafka.broker.cluster.views import partition_view
             views = [(p, partition_view(state.cluster.image, name, p, ctx.listener)) for p in range(start, upper)]
             parts = [Partition(error_code=v.error, partition_index=p, leader_id=v.leader, leader_epoch=v.leader_epoch,
                                replica_nodes=v.replicas, isr_nodes=v.isr, eligible_leader_replicas=[],

@@ -13,10 +13,10 @@ from typing import Callable
 
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
-from .. import acl
-from ..authorizer import authorize_cluster
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 ELECTION_NOT_NEEDED = 84
@@ -55,8 +55,8 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) ->
                                       top_error=CLUSTER_AUTHORIZATION_FAILED)
     cluster = getattr(state, "cluster", None)
     if cluster is not None:
-        from ..cluster.forwarding import forwarded_for
-        from ..cluster.runtime import ControllerUnavailableError
+        from minikafka.broker.cluster.forwarding import forwarded_for
+        from minikafka.broker.cluster.runtime import ControllerUnavailableError
         try:
             return await cluster.controller_request(req, ctx.api_version, ElectLeadersResponse,
                                                     on_behalf=forwarded_for(ctx))

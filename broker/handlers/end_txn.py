@@ -7,11 +7,11 @@ import kafka.errors as ke
 
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
-from .. import acl
-from ..authorizer import authorize
-from ..context import RequestContext
-from ..registry import handles
-from .txn_common import durable, for_version
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.handlers.txn_common import durable, for_version
 
 FENCED_SINCE = 2
 TV2_SINCE = 5

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import kafka.errors as ke
 
-from ...protocol.codec import decode_body
-from ...protocol.envelope import (EnvelopeError, address_from_bytes, inner_body_offset, inner_response_bytes,
+from minikafka.protocol.codec import decode_body
+from minikafka.protocol.envelope import (EnvelopeError, address_from_bytes, inner_body_offset, inner_response_bytes,
                                   principal_from_bytes)
-from ...protocol.headers import HeaderError, peek_header
-from ...protocol.messages import EnvelopeRequest, EnvelopeResponse
-from .. import acl
-from ..authorizer import authorize_cluster
-from ..context import RequestContext
-from ..registry import handles, spec_for
+from minikafka.protocol.headers import HeaderError, peek_header
+from minikafka.protocol.messages import EnvelopeRequest, EnvelopeResponse
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles, spec_for
 
 CLUSTER_AUTHORIZATION_FAILED = ke.ClusterAuthorizationFailedError.errno
 PRINCIPAL_DESERIALIZATION_FAILURE = 97

@@ -24,19 +24,19 @@ from dataclasses import dataclass, field
 import kafka.errors as ke
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from ...protocol.fetch_encoding import encode_fetch_response
-from ...protocol.record_batch import iter_headers
-from ...storage.errors import KafkaStorageError
-from ...storage.partition_log import PartitionLog
-from ...storage.segment import LogRange
-from .. import acl
-from ..authorizer import authorize_cluster, authorized_names
-from ..context import RequestContext
-from ..errors import error_code
-from ..registry import handles
-from ..response import EncodedBody, FileSlice
-from ..state import BrokerState
-from .common import leader_epoch_error, topic_name_for_id
+from minikafka.protocol.fetch_encoding import encode_fetch_response
+from minikafka.protocol.record_batch import iter_headers
+from minikafka.storage.errors import KafkaStorageError
+from minikafka.storage.partition_log import PartitionLog
+from minikafka.storage.segment import LogRange
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster, authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.errors import error_code
+from minikafka.broker.registry import handles
+from minikafka.broker.response import EncodedBody, FileSlice
+from minikafka.broker.state import BrokerState
+from minikafka.broker.handlers.common import leader_epoch_error, topic_name_for_id
 
 TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = TopicData.PartitionData

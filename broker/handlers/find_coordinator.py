@@ -12,10 +12,10 @@ import logging
 import kafka.errors as ke
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
-from .. import acl
-from ..authorizer import authorize
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 log = logging.getLogger(__name__)
 GROUP, TRANSACTION = 0, 1
@@ -89,7 +89,7 @@ async def _find(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordin
 async def _find_in_cluster(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     """Cluster: each key's coordinator is the leader of its state partition (from the metadata image);
     the state topic is created through the controller on first use."""
-    from ..coordinator_lookup import CoordinatorAddress, find
+    from minikafka.broker.coordinator_lookup import CoordinatorAddress, find
     state = ctx.broker
     key_type = req.key_type if ctx.api_version >= 1 else GROUP
     keys = list(req.coordinator_keys) if ctx.api_version >= 4 else [req.key]

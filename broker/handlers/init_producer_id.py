@@ -5,10 +5,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-from .. import acl
-from ..authorizer import authorize, authorize_by_resource_type, authorize_cluster
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorize_by_resource_type, authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 
 @handles(InitProducerIdRequest, InitProducerIdResponse, 0, 5)
@@ -42,7 +42,7 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
         code, pid, epoch = ctx.broker.txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
                                                             None if pid == -1 else (pid, epoch))
         if ctx.broker.txns.clustered and not code:
-            from .txn_common import durable
+            from minikafka.broker.handlers.txn_common import durable
             if (code := await durable(ctx.broker, req.transactional_id, code)):
                 pid, epoch = -1, -1
         if code == ke.ProducerFencedError.errno and ctx.api_version < 4:

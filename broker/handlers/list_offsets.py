@@ -5,13 +5,13 @@ import kafka.errors as ke
 
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
-from ...storage.partition_log import PartitionLog
-from .. import acl
-from ..authorizer import authorized_names
-from ..context import RequestContext
-from ..errors import error_code
-from ..registry import handles
-from .common import LEADER_EPOCH, leader_epoch_error, lookup_partition
+from minikafka.storage.partition_log import PartitionLog
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.errors import error_code
+from minikafka.broker.registry import handles
+from minikafka.broker.handlers.common import LEADER_EPOCH, leader_epoch_error, lookup_partition
 
 TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = TopicResponse.ListOffsetsPartitionResponse

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from kafka.protocol.admin.transactions import ListTransactionsRequest, ListTransactionsResponse
 
-from .. import acl
-from ..authorizer import authorized_names
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 TxnState = ListTransactionsResponse.TransactionState
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from .. import acl
-from ..authorized_operations import TOPIC_OPERATIONS
-from ..authorizer import authorize, authorize_cluster, authorized_names, authorized_operations
-from ..context import RequestContext
-from ..registry import handles
-from ..state import BrokerState
-from ..topic_catalog import InvalidTopicNameError, TopicInfo, validate_topic_name
-from .common import LEADER_EPOCH, ZERO_UUID
+from minikafka.broker import acl
+from minikafka.broker.authorized_operations import TOPIC_OPERATIONS
+from minikafka.broker.authorizer import authorize, authorize_cluster, authorized_names, authorized_operations
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.state import BrokerState
+from minikafka.broker.topic_catalog import InvalidTopicNameError, TopicInfo, validate_topic_name
+from minikafka.broker.handlers.common import LEADER_EPOCH, ZERO_UUID
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
@@ -20,7 +20,7 @@ Partition = Topic.MetadataResponsePartition
 def topic_entry(state: BrokerState, info: TopicInfo, listener: str = "") -> Topic:
     node = state.node_id
     if state.cluster is not None:  # a cluster: leaders, replicas, ISR from the metadata image
-        from ..cluster.views import partition_view
+        from minikafka.broker.cluster.views import partition_view
         if info.name not in state.cluster.image.topics:  # a local leftover the metadata no longer has
             return error_entry(ke.UnknownTopicOrPartitionError.errno, info.name)
         parts = []
@@ -120,7 +120,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                                                         rack=None)]
     controller = state.node_id
     if state.cluster is not None:
-        from ..cluster.views import brokers_for_clients, controller_id
+        from minikafka.broker.cluster.views import brokers_for_clients, controller_id
         image = state.cluster.image
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=i, host=h, port=p, rack=rack)
                    for i, h, p, rack in brokers_for_clients(image, ctx.listener, state.node_id, (adv.host, adv.port))]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from .. import acl
-from ..authorizer import authorize, authorized_names
-from ..context import RequestContext
-from ..registry import handles
-from .common import ZERO_UUID, has_partition
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.handlers.common import ZERO_UUID, has_partition
 
 TopicResponse = OffsetCommitResponse.OffsetCommitResponseTopic
 PartitionResponse = TopicResponse.OffsetCommitResponsePartition

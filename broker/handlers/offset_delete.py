@@ -4,10 +4,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
-from .. import acl
-from ..authorizer import authorize, authorized_names
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 TopicResponse = OffsetDeleteResponse.OffsetDeleteResponseTopic
 PartitionResponse = TopicResponse.OffsetDeleteResponsePartition

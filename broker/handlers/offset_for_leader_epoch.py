@@ -14,11 +14,11 @@ import kafka.errors as ke
 
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
-from .. import acl
-from ..authorizer import authorize_cluster, authorized_names
-from ..context import RequestContext
-from ..registry import handles
-from .common import LEADER_EPOCH, leader_epoch_error, lookup_partition
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster, authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.handlers.common import LEADER_EPOCH, leader_epoch_error, lookup_partition
 
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = TopicResult.EpochEndOffset

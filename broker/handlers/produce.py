@@ -27,8 +27,8 @@ from typing import NamedTuple
 import kafka.errors as ke
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from ...protocol.produce_encoding import Appended, encode_produce_success
-from ...protocol.record_batch import (
+from minikafka.protocol.produce_encoding import Appended, encode_produce_success
+from minikafka.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     HEADER_SIZE,
@@ -37,20 +37,20 @@ from ...protocol.record_batch import (
     parse_header,
     validate_batches,
 )
-from ...protocol.record_validator import RecordValidationError, declared_inflated_size, validate_client_batch
-from ...protocol.recompression import TOPIC_CODECS, level_for, needs_recompression, recompress
-from ...storage import errors as se
-from ...storage.partition_log import AppendInfo
-from .. import acl
-from ..authorizer import authorize, authorized_names
-from ..connection import CloseConnection
-from ..context import RequestContext
-from ..errors import error_code, error_message
-from ..registry import handles
-from ..state import BrokerState
-from .common import ADMIN_CLIENT_ID, INTERNAL_TOPICS, INVALID_TOPIC, LEADER_EPOCH, topic_name_for_id
-from .txn_common import IMPLICIT_ADD_PRODUCE_VERSION as TV2_PRODUCE_VERSION
-from .txn_common import verify_transactional_produce
+from minikafka.protocol.record_validator import RecordValidationError, declared_inflated_size, validate_client_batch
+from minikafka.protocol.recompression import TOPIC_CODECS, level_for, needs_recompression, recompress
+from minikafka.storage import errors as se
+from minikafka.storage.partition_log import AppendInfo
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorized_names
+from minikafka.broker.connection import CloseConnection
+from minikafka.broker.context import RequestContext
+from minikafka.broker.errors import error_code, error_message
+from minikafka.broker.registry import handles
+from minikafka.broker.state import BrokerState
+from minikafka.broker.handlers.common import ADMIN_CLIENT_ID, INTERNAL_TOPICS, INVALID_TOPIC, LEADER_EPOCH, topic_name_for_id
+from minikafka.broker.handlers.txn_common import IMPLICIT_ADD_PRODUCE_VERSION as TV2_PRODUCE_VERSION
+from minikafka.broker.handlers.txn_common import verify_transactional_produce
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse

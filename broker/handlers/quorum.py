@@ -19,18 +19,18 @@ import time
 from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from ...coordinator.quorum import wire
-from ...coordinator.quorum.peer import PeerError
-from ...coordinator.quorum.raft import (LEADER, FetchResponse as CoreFetchResponse,
+from minikafka.coordinator.quorum import wire
+from minikafka.coordinator.quorum.peer import PeerError
+from minikafka.coordinator.quorum.raft import (LEADER, FetchResponse as CoreFetchResponse,
                                         FetchSnapshotResponse as CoreFetchSnapshotResponse,
                                         VoteResponse as CoreVoteResponse)
-from ...protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
+from minikafka.protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
                                   EndQuorumEpochResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest,
                                   VoteResponse)
-from .. import acl
-from ..authorizer import authorize_cluster
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 CLUSTER_AUTHORIZATION_FAILED = 31
 UNKNOWN_TOPIC_OR_PARTITION = 3

@@ -16,11 +16,11 @@ from typing import Callable
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
                                   ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse)
 
-from ...coordinator.cluster.controller import ControllerError, check_reassignment_target
-from .. import acl
-from ..authorizer import authorize_cluster
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.coordinator.cluster.controller import ControllerError, check_reassignment_target
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 REQUEST_TIMED_OUT = 7
@@ -90,8 +90,8 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: AlterPa
         return _alter_error(req, CLUSTER_AUTHORIZATION_FAILED)
     cluster = getattr(ctx.broker, "cluster", None)
     if cluster is not None:
-        from ..cluster.forwarding import forwarded_for
-        from ..cluster.runtime import ControllerUnavailableError
+        from minikafka.broker.cluster.forwarding import forwarded_for
+        from minikafka.broker.cluster.runtime import ControllerUnavailableError
         try:
             return await cluster.controller_request(req, ctx.api_version, AlterPartitionReassignmentsResponse,
                                                     timeout_s=max(req.timeout_ms, 1) / 1000,
@@ -128,8 +128,8 @@ async def handle_list_partition_reassignments(ctx: RequestContext, req: ListPart
         return list_response(req, [], top=CLUSTER_AUTHORIZATION_FAILED)
     cluster = getattr(ctx.broker, "cluster", None)
     if cluster is not None:
-        from ..cluster.forwarding import forwarded_for
-        from ..cluster.runtime import ControllerUnavailableError
+        from minikafka.broker.cluster.forwarding import forwarded_for
+        from minikafka.broker.cluster.runtime import ControllerUnavailableError
         try:
             return await cluster.controller_request(req, ctx.api_version, ListPartitionReassignmentsResponse,
                                                     timeout_s=max(req.timeout_ms, 1) / 1000,
@@ -143,7 +143,7 @@ async def handle_list_partition_reassignments(ctx: RequestContext, req: ListPart
 @handles(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1, controller=True)
 async def controller_alter_partition_reassignments(ctx: RequestContext, req: AlterPartitionReassignmentsRequest
                                                    ) -> AlterPartitionReassignmentsResponse:
-    from .controller import _active, _run
+    from minikafka.broker.handlers.controller import _active, _run
     if not authorize_cluster(ctx, acl.ALTER):
         return _alter_error(req, CLUSTER_AUTHORIZATION_FAILED)
     active = _active(ctx)
@@ -169,7 +169,7 @@ async def controller_alter_partition_reassignments(ctx: RequestContext, req: Alt
 async def controller_list_partition_reassignments(ctx: RequestContext, req: ListPartitionReassignmentsRequest
                                                   ) -> ListPartitionReassignmentsResponse:
     """From the active controller's image (what it has decided, committed or about to be)."""
-    from .controller import _active
+    from minikafka.broker.handlers.controller import _active
     if not authorize_cluster(ctx, acl.DESCRIBE):
         return list_response(req, [], top=CLUSTER_AUTHORIZATION_FAILED)
     active = _active(ctx)

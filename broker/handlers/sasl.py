@@ -11,9 +11,9 @@ import kafka.errors as ke
 from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
                                  SaslHandshakeResponse)
 
-from ..context import RequestContext
-from ..registry import handles
-from ..sasl.authenticator import AUTHENTICATE, HANDSHAKE, HANDSHAKE_OR_VERSIONS, REAUTH_BAD_MECHANISM, SaslFailure
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.sasl.authenticator import AUTHENTICATE, HANDSHAKE, HANDSHAKE_OR_VERSIONS, REAUTH_BAD_MECHANISM, SaslFailure
 
 
 @handles(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1)

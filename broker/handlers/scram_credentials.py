@@ -25,11 +25,11 @@ import kafka.errors as ke
 from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
                                         DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse)
 
-from .. import acl
-from ..authorizer import authorize_cluster
-from ..context import RequestContext
-from ..registry import handles
-from ..sasl.scram import MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS, MECHANISM_TYPES, ScramCredential
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.sasl.scram import MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS, MECHANISM_TYPES, ScramCredential
 
 CLUSTER_DENIED = ke.ClusterAuthorizationFailedError.errno
 CLUSTER_DENIED_MESSAGE = "Cluster authorization failed."
@@ -113,7 +113,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
             AlterResult(user=n, error_code=CLUSTER_DENIED, error_message=CLUSTER_DENIED_MESSAGE) for n in names])
     if ctx.broker.cluster is not None:  # a cluster: the active controller decides (Kafka forwards it)
-        from ..cluster.forwarding import forward_scram, forwarded_for
+        from minikafka.broker.cluster.forwarding import forward_scram, forwarded_for
         return await forward_scram(ctx.broker, req, forwarded_for(ctx))
     store = ctx.broker.scram_credentials
     errors, deletions, upserts = plan_alterations(req, store.get)

@@ -24,13 +24,13 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
 )
 
-from .. import acl
-from ..authorizer import authorize, authorize_cluster, authorized_names
-from ..context import RequestContext
-from ..errors import UNKNOWN_SERVER_ERROR, error_code, error_message
-from ..registry import handles
-from ..state import BrokerState
-from ..topic_catalog import (
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorize_cluster, authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.errors import UNKNOWN_SERVER_ERROR, error_code, error_message
+from minikafka.broker.registry import handles
+from minikafka.broker.state import BrokerState
+from minikafka.broker.topic_catalog import (
     TOO_MANY_PARTITIONS,
     TOO_MANY_RECORDS,
     BatchTooLargeError,
@@ -38,8 +38,8 @@ from ..topic_catalog import (
     PolicyViolationError,
     TopicInfo,
 )
-from .common import ZERO_UUID
-from .configs import describe_topic_configs
+from minikafka.broker.handlers.common import ZERO_UUID
+from minikafka.broker.handlers.configs import describe_topic_configs
 
 CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
 DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult
@@ -188,8 +188,8 @@ async def _create_on_cluster(ctx: RequestContext, req: CreateTopicsRequest, uniq
                              describable: set[str] | None) -> CreateTopicsResponse:
     """Forward the topics to the active controller; once created, wait (bounded) until this node's
     metadata has them, so that the client's next Metadata request here finds them."""
-    from ..cluster.forwarding import forwarded_for
-    from ..cluster.runtime import ControllerUnavailableError
+    from minikafka.broker.cluster.forwarding import forwarded_for
+    from minikafka.broker.cluster.runtime import ControllerUnavailableError
     state = ctx.broker
     if unique:
         forward = CreateTopicsRequest(topics=[t for _i, t in unique], timeout_ms=req.timeout_ms,
@@ -223,8 +223,8 @@ NOT_CONTROLLER = 41
 
 async def _delete_on_cluster(ctx: RequestContext, name: str) -> tuple[int, str | None, object]:
     """(error code, message, topic id) of deleting `name` through the active controller (as the client)."""
-    from ..cluster.forwarding import forwarded_for
-    from ..cluster.runtime import ControllerUnavailableError
+    from minikafka.broker.cluster.forwarding import forwarded_for
+    from minikafka.broker.cluster.runtime import ControllerUnavailableError
     state = ctx.broker
     req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=ZERO_UUID)],
                               timeout_ms=30000)
@@ -240,8 +240,8 @@ async def _delete_on_cluster(ctx: RequestContext, name: str) -> tuple[int, str |
 
 
 async def _create_partitions_on_cluster(ctx: RequestContext, t, validate_only: bool) -> tuple[int, str | None]:
-    from ..cluster.forwarding import forwarded_for
-    from ..cluster.runtime import ControllerUnavailableError
+    from minikafka.broker.cluster.forwarding import forwarded_for
+    from minikafka.broker.cluster.runtime import ControllerUnavailableError
     state = ctx.broker
     req = CreatePartitionsRequest(topics=[t], timeout_ms=30000, validate_only=validate_only)
     try:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import kafka.errors as ke
 
-from ..state import BrokerState
+from minikafka.broker.state import BrokerState
 
 PRODUCER_FENCED = ke.ProducerFencedError.errno
 INVALID_PRODUCER_EPOCH = ke.InvalidProducerEpochError.errno
@@ -30,7 +30,7 @@ def for_version(code: int, version: int, fenced_since: int) -> int:
 def unknown_partitions(state: BrokerState, parts: list[tuple[str, int]]) -> set[tuple[str, int]]:
     """Partitions that do not exist (Kafka answers them UNKNOWN_TOPIC_OR_PARTITION and does not
     attempt the others)."""
-    from .common import has_partition
+    from minikafka.broker.handlers.common import has_partition
     return {(t, p) for t, p in parts if not has_partition(state, t, p)}
 
 

@@ -15,12 +15,12 @@ import logging
 import kafka.errors as ke
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
-from ...coordinator.txn_coordinator import GROUP_TOPIC, TRANSACTION_ABORTABLE
-from .. import acl
-from ..authorizer import authorize, authorized_names
-from ..context import RequestContext
-from ..registry import handles
-from .txn_common import (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION, unknown_partitions,
+from minikafka.coordinator.txn_coordinator import GROUP_TOPIC, TRANSACTION_ABORTABLE
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize, authorized_names
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
+from minikafka.broker.handlers.txn_common import (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION, unknown_partitions,
                          verify_in_transaction)
 
 log = logging.getLogger(__name__)

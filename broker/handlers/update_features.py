@@ -10,11 +10,11 @@ import kafka.errors as ke
 
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 
-from .. import acl
-from ..authorizer import authorize_cluster
-from ..context import RequestContext
-from ..features import UPGRADE, FeatureUpdate, FeatureUpdateError
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.features import UPGRADE, FeatureUpdate, FeatureUpdateError
+from minikafka.broker.registry import handles
 
 Result = UpdateFeaturesResponse.UpdatableFeatureResult
 RESULTS_UNTIL = 1

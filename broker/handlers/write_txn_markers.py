@@ -8,10 +8,10 @@ import kafka.errors as ke
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
-from .. import acl
-from ..authorizer import authorize_cluster
-from ..context import RequestContext
-from ..registry import handles
+from minikafka.broker import acl
+from minikafka.broker.authorizer import authorize_cluster
+from minikafka.broker.context import RequestContext
+from minikafka.broker.registry import handles
 
 MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
 TopicResult = MarkerResult.WritableTxnMarkerTopicResult
@@ -49,7 +49,7 @@ async def _write_replicated(writer, req: WriteTxnMarkersRequest, version: int) -
     otherwise) and answered once replicated, as Kafka appends markers with acks=all."""
     import asyncio
 
-    from ...coordinator.txn_markers import Marker
+    from minikafka.coordinator.txn_markers import Marker
     markers = []
     for m in req.markers:
         marker = Marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,

@@ -6,7 +6,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .replica_manager import ReplicaManager
+    from minikafka.broker.replication.replica_manager import ReplicaManager
 
 ALTER_PARTITION_VERSION = 3
 LEADER_RECOVERED = 0
@@ -23,7 +23,7 @@ def _uuid(value: Any) -> uuid.UUID:
 async def send_alter_partition(manager: ReplicaManager, topic: str, partition: int, leader_epoch: int,
                                partition_epoch: int, isr: tuple[int, ...]) -> tuple[int, tuple[int, ...], int, int]:
     """(error code, ISR, partition epoch, leader epoch) as the controller answers for the partition."""
-    from ...protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+    from minikafka.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
     image = manager.cluster.image
     topic_image = image.topics.get(topic)
     if topic_image is None:

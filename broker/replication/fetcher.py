@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from ...coordinator.quorum.peer import PeerClient, PeerError
-from .replica_manager import OFFSET_OUT_OF_RANGE, set_high_watermark
+from minikafka.coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.broker.replication.replica_manager import OFFSET_OUT_OF_RANGE, set_high_watermark
 
 if TYPE_CHECKING:
-    from ...storage.partition_log import PartitionLog
-    from .replica_manager import ReplicaManager, TopicPartition
+    from minikafka.storage.partition_log import PartitionLog
+    from minikafka.broker.replication.replica_manager import ReplicaManager, TopicPartition
 
 log = logging.getLogger(__name__)
 

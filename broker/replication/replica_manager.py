@@ -20,12 +20,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from .partition_state import PartitionState
-from .throttle import ReplicationQuota, rate_of, throttled
+from minikafka.broker.replication.partition_state import PartitionState
+from minikafka.broker.replication.throttle import ReplicationQuota, rate_of, throttled
 
 if TYPE_CHECKING:
-    from ...storage.partition_log import PartitionLog
-    from ..state import BrokerState
+    from minikafka.storage.partition_log import PartitionLog
+    from minikafka.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ class ReplicaManager:
         """Send the proposal until its outcome is known; the pending ISR stays in the maximal ISR (the
         HW respects it) unless the answer applies it or says it was not applied: otherwise the metadata
         update that follows settles it (PartitionState.become_leader)."""
-        from .alter_partition import send_alter_partition
+        from minikafka.broker.replication.alter_partition import send_alter_partition
         while True:
             try:
                 result = await send_alter_partition(self, s.topic, s.partition, leader_epoch, partition_epoch, isr)
@@ -430,7 +430,7 @@ class ReplicaManager:
     def _fetcher(self, broker: int) -> Any:
         f = self._fetchers.get(broker)
         if f is None:
-            from .fetcher import Fetcher
+            from minikafka.broker.replication.fetcher import Fetcher
             f = self._fetchers[broker] = Fetcher(self, broker)
             f.start()
         return f

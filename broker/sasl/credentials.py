@@ -18,10 +18,10 @@ import threading
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ...storage.partition_metadata import atomic_write
-from .scram import MECHANISMS, ScramCredential
+from minikafka.storage.partition_metadata import atomic_write
+from minikafka.broker.sasl.scram import MECHANISMS, ScramCredential
 
-from .errors import CREDENTIALS_FILE, CredentialStoreError  # noqa: E402  (re-exported)
+from minikafka.broker.sasl.errors import CREDENTIALS_FILE, CredentialStoreError  # noqa: E402  (re-exported)
 FORMAT_VERSION = 1
 
 

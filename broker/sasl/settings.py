@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from .jaas import JaasConfigError, PLAIN_LOGIN_MODULE, parse_jaas_config, plain_users
+from minikafka.broker.sasl.jaas import JaasConfigError, PLAIN_LOGIN_MODULE, parse_jaas_config, plain_users
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def java_hashmap_order(keys: tuple[str, ...] | list[str]) -> list[str]:
     """Iteration order of a java.util.HashMap<String, ?> filled with `keys` in order (default
     capacity 16, doubling past 3/4 full): by bucket (spread hashCode & (capacity - 1)), then by
     insertion within a bucket (no treeified bins at these sizes)."""
-    from ...coordinator.partitioning import java_string_hash
+    from minikafka.coordinator.partitioning import java_string_hash
     capacity = 16
     while len(keys) > capacity * 3 // 4:
         capacity *= 2

@@ -29,9 +29,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from . import records as r
-from .image import NO_LEADER, MetadataImage, PartitionInfo
-from .placement import PlacementError, place
+from minikafka.coordinator.cluster import records as r
+from minikafka.coordinator.cluster.image import NO_LEADER, MetadataImage, PartitionInfo
+from minikafka.coordinator.cluster.placement import PlacementError, place
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3

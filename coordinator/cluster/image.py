@@ -14,8 +14,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import records as r
-from .placement import UsableBroker
+from minikafka.coordinator.cluster import records as r
+from minikafka.coordinator.cluster.placement import UsableBroker
 
 NO_LEADER = -1
 

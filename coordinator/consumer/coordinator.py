@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import kafka.errors as ke
 
-from ..group_errors import APPEND_ERRORS_GROUP, AppendFailed
-from ..group_metadata import GroupError
-from ..group_records import GroupMetadataKey, encode_group_metadata_key
-from . import records as rec
-from .assignors import ASSIGNORS
-from .classic_members import ClassicMembers
-from .config import ConsumerGroupConfigs, ConsumerGroupSettings, GroupConfigSource
-from .model import (
+from minikafka.coordinator.group_errors import APPEND_ERRORS_GROUP, AppendFailed
+from minikafka.coordinator.group_metadata import GroupError
+from minikafka.coordinator.group_records import GroupMetadataKey, encode_group_metadata_key
+from minikafka.coordinator.consumer import records as rec
+from minikafka.coordinator.consumer.assignors import ASSIGNORS
+from minikafka.coordinator.consumer.classic_members import ClassicMembers
+from minikafka.coordinator.consumer.config import ConsumerGroupConfigs, ConsumerGroupSettings, GroupConfigSource
+from minikafka.coordinator.consumer.model import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
@@ -38,11 +38,11 @@ from .model import (
     MemberState,
     freeze,
 )
-from .reconciliation import reconcile
-from .regex import InvalidRegex, compile_topic_regex
+from minikafka.coordinator.consumer.reconciliation import reconcile
+from minikafka.coordinator.consumer.regex import InvalidRegex, compile_topic_regex
 
 if TYPE_CHECKING:
-    from ..group_coordinator import GroupCoordinator
+    from minikafka.coordinator.group_coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 

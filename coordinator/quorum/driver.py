@@ -27,16 +27,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import wire
-from .peer import PeerClient, PeerError
-from ...storage.partition_metadata import atomic_write
-from .raft import (LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse,
+from minikafka.coordinator.quorum import wire
+from minikafka.coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.storage.partition_metadata import atomic_write
+from minikafka.coordinator.quorum.raft import (LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse,
                    Message, RaftConfig, RaftNode, VoteRequest)
-from .store import FilePersistentState, load_snapshot, snapshot_name, write_snapshot
+from minikafka.coordinator.quorum.store import FilePersistentState, load_snapshot, snapshot_name, write_snapshot
 
 if TYPE_CHECKING:
-    from ...broker.config import QuorumConfig
-    from ...broker.peer_security import PeerFactory
+    from minikafka.broker.config import QuorumConfig
+    from minikafka.broker.peer_security import PeerFactory
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class QuorumDriver:
         # every connection to a peer (here, the cluster runtime's, the replicas') comes from one factory:
         # the controller / inter-broker listener's TLS and SASL (broker/peer_security.py); plain by default
         if peer_factory is None:
-            from ...broker.peer_security import PeerFactory
+            from minikafka.broker.peer_security import PeerFactory
             peer_factory = PeerFactory()
         self.peer_factory = peer_factory
         self.peers = {v: peer_factory.controller_client(v, addr, f"raft-client-{node_id}",
@@ -320,7 +320,7 @@ class QuorumDriver:
     async def _download_snapshot(self, v: int, msg: FetchSnapshotRequest) -> FetchSnapshotResponse:
         """The leader's snapshot file, chunk by chunk; checked and written (atomically) in a worker thread
         before the core installs it."""
-        from ...protocol.messages import FetchSnapshotResponse as KResp
+        from minikafka.protocol.messages import FetchSnapshotResponse as KResp
         data, position = bytearray(), 0
         while True:
             resp = await self.peers[v].request(wire.fetch_snapshot_request(msg, self.cluster_id, position),
@@ -400,7 +400,7 @@ class QuorumDriver:
                     log.exception("metadata quorum: sending %s to node %d failed", type(msg).__name__, v)
 
     async def _send(self, v: int, msg: Message) -> None:
-        from ...protocol import messages as m
+        from minikafka.protocol import messages as m
         peer = self.peers[v]
         if isinstance(msg, VoteRequest):
             resp = await peer.request(wire.vote_request(msg, v, self.cluster_id), wire.VOTE_VERSION, m.VoteResponse)
@@ -433,7 +433,7 @@ class QuorumDriver:
             self._after_step()
 
     async def _send_end(self, v: int, msg: EndQuorumEpoch) -> None:
-        from ...protocol import messages as m
+        from minikafka.protocol import messages as m
         try:
             await self.peers[v].request(wire.end_request(msg, self.cluster_id), wire.END_VERSION,
                                         m.EndQuorumEpochResponse)
@@ -466,7 +466,7 @@ def _is_cluster_id(payload: Any) -> bool:
 
 
 def _new_cluster_id() -> str:
-    from ...broker.meta_properties import new_cluster_id
+    from minikafka.broker.meta_properties import new_cluster_id
     return new_cluster_id()
 
 

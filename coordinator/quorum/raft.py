@@ -42,7 +42,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .log import LEADER_CHANGE, Entry, QuorumLog
+from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry, QuorumLog
 
 
 # -- messages -------------------------------------------------------------------------------------------

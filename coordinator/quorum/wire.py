@@ -26,12 +26,12 @@ import time
 import uuid
 from typing import Any
 
-from ...protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, VoteRequest as KVoteRequest,
+from minikafka.protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, VoteRequest as KVoteRequest,
                                   VoteResponse as KVoteResponse)
-from .log import Entry
-from .raft import (BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, FetchSnapshotRequest, VoteRequest,
+from minikafka.coordinator.quorum.log import Entry
+from minikafka.coordinator.quorum.raft import (BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, FetchSnapshotRequest, VoteRequest,
                    VoteResponse)
-from .store import _decode_payload, _encode_payload
+from minikafka.coordinator.quorum.store import _decode_payload, _encode_payload
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (AAAAAAAAAAAAAAAAAAAAAQ)
@@ -226,7 +226,7 @@ def from_fetch_response(resp: Any, fetch_offset: int, fetch_id: int = 0) -> Fetc
 
 # -- FetchSnapshot ----------------------------------------------------------------------------------------
 def fetch_snapshot_request(msg: FetchSnapshotRequest, cluster_id: str | None, position: int) -> Any:
-    from ...protocol.messages import FetchSnapshotRequest as K
+    from minikafka.protocol.messages import FetchSnapshotRequest as K
     P = K.TopicSnapshot.PartitionSnapshot
     part = P(partition=METADATA_PARTITION, current_leader_epoch=msg.epoch, position=position,
              snapshot_id=P.SnapshotId(end_offset=msg.snapshot_id[0], epoch=msg.snapshot_id[1]))
@@ -249,7 +249,7 @@ def from_fetch_snapshot_request(req: Any) -> tuple[FetchSnapshotRequest, int, in
 
 def fetch_snapshot_response(error: int, epoch: int, leader: int | None, snapshot_id: tuple[int, int],
                             size: int = 0, position: int = 0, data: bytes = b"") -> Any:
-    from ...protocol.messages import FetchSnapshotResponse as K
+    from minikafka.protocol.messages import FetchSnapshotResponse as K
     P = K.TopicSnapshot.PartitionSnapshot
     part = P(index=METADATA_PARTITION, error_code=error,
              snapshot_id=P.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
