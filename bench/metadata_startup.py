@@ -9,9 +9,9 @@ import time
 import uuid
 from pathlib import Path
 
-from minikafka.coordinator.quorum.store import FilePersistentState
-from minikafka.coordinator.quorum.log import Entry, LEADER_CHANGE
-from minikafka.coordinator.cluster.image import MetadataImage
+from minikafka.raft.store import FilePersistentState
+from minikafka.raft.log import Entry, LEADER_CHANGE
+from minikafka.metadata.image import MetadataImage
 
 def run(changes: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="metadata-startup-"))

@@ -13,6 +13,7 @@ from typing import Mapping
 import re
 
 from minikafka.storage.errors import InvalidConfigError
+from minikafka.raft.config import QuorumConfig, parse_voters
 from minikafka.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ DEFAULTS: dict[str, str] = {
     "authorizer.class.name": "",
     "super.users": "",
     "allow.everyone.if.no.acl.found": "false",
-    # KRaft combined mode (issue 16; coordinator/quorum/): a metadata quorum among the voters when
+    # KRaft combined mode (issue 16; raft/): a metadata quorum among the voters when
     # controller.quorum.voters names more than this node; otherwise a single node, as without these keys
     "process.roles": "",
     "controller.quorum.voters": "",
@@ -351,46 +352,6 @@ def parse_listeners(spec: str) -> list[Listener]:
         out.append(Listener(m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))))
     if not out:
         raise ConfigError("no listeners configured")
-    return out
-
-
-@dataclass(frozen=True)
-class QuorumConfig:
-    """The metadata quorum of a node in KRaft combined mode: the voters' controller endpoints (by node
-    id, this node's included), the listener name(s) the quorum's RPCs are served on, Kafka's timeouts."""
-    voters: dict[int, tuple[str, int]]
-    controller_listener_names: tuple[str, ...]
-    fetch_timeout_ms: int
-    election_timeout_ms: int
-    election_backoff_max_ms: int
-    request_timeout_ms: int
-    retry_backoff_ms: int
-    # KIP-630 snapshots: Kafka's metadata.log.max.record.bytes.between.snapshots / .max.snapshot.interval.ms
-    snapshot_max_bytes: int = 20 * 1024 * 1024
-    snapshot_interval_ms: int = 3_600_000
-    roles: frozenset[str] = frozenset({"broker", "controller"})  # process.roles
-
-    @property
-    def is_broker(self) -> bool:
-        return "broker" in self.roles
-
-    @property
-    def is_controller(self) -> bool:
-        """A voter of the quorum (process.roles has controller); a broker-only node is an observer."""
-        return "controller" in self.roles
-
-
-def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
-    """Kafka's controller.quorum.voters: `id@host:port,...` (host may be [v6])."""
-    out: dict[int, tuple[str, int]] = {}
-    for item in filter(None, (s.strip() for s in spec.split(","))):
-        m = re.match(r"^(-?\d+)@(\[[^\]]*\]|[^:@\[\]]+):(\d+)$", item)
-        if m is None or int(m.group(3)) > 65535 or int(m.group(1)) < 0:
-            raise ConfigError(f"controller.quorum.voters entry {item!r} is not id@host:port")
-        voter = int(m.group(1))
-        if voter in out:
-            raise ConfigError(f"controller.quorum.voters names node {voter} twice")
-        out[voter] = (m.group(2).strip("[]"), int(m.group(3)))
     return out
 
 

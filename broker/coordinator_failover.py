@@ -32,7 +32,7 @@ from kafka.protocol.producer import (
     WriteTxnMarkersResponse,
 )
 
-from minikafka.coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.protocol.peer_client import PeerClient, PeerError
 from minikafka.coordinator.txn_markers import Marker
 from minikafka.broker.coordinator_lookup import OFFSETS_TOPIC, TXN_TOPIC, endpoint, partition_leader
 
@@ -147,7 +147,7 @@ class CoordinatorFailover:
         if peer is None or (peer.host, peer.port) != address:
             if peer is not None:
                 peer.close()
-            peer = self._peers[node_id] = self.state.cluster.driver.peer_factory.inter_broker_client(
+            peer = self._peers[node_id] = self.state.cluster.peer_factory.inter_broker_client(
                 node_id, address, f"coordinator-{self.state.node_id}", INTER_BROKER_TIMEOUT_S)
         return peer
 

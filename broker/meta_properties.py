@@ -1,19 +1,13 @@
 """`meta.properties` in each log dir (Kafka's format): cluster id and node id, fixed at first start."""
 from __future__ import annotations
 
-import base64
 import logging
-import uuid
 from pathlib import Path
 
 from minikafka.broker.config import ConfigError, parse_properties
+from minikafka.raft.config import new_cluster_id
 
 log = logging.getLogger(__name__)
-
-
-def new_cluster_id() -> str:
-    """Kafka's Uuid.randomUuid().toString(): url-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def ensure_meta(log_dirs: list[Path], node_id: int, configured_cluster_id: str, *,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from minikafka.coordinator.quorum.peer import PLAINTEXT, PeerClient, PeerSecurity
+from minikafka.protocol.peer_client import PLAINTEXT, PeerClient, PeerSecurity
 from minikafka.broker.config import SECURITY_PROTOCOLS, TLS_SECURITY_PROTOCOLS, ConfigError
 
 if TYPE_CHECKING:

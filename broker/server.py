@@ -170,9 +170,9 @@ class Broker:
             raise StartupError(f"cannot connect to the other nodes: {exc}") from None
 
     def _open_quorum(self, peers=None) -> None:
-        """KRaft combined mode (coordinator/quorum/driver.py): the metadata quorum's durable state is
+        """KRaft combined mode (raft/driver.py): the metadata quorum's durable state is
         opened before the listeners; its tasks start once they accept (peers may call at once)."""
-        from minikafka.coordinator.quorum.driver import QuorumDriver
+        from minikafka.raft.driver import QuorumDriver
         from minikafka.broker.meta_properties import write_meta
         state, config = self.state, self.config
         assert state is not None and config.quorum is not None
@@ -182,12 +182,12 @@ class Broker:
             write_meta(config.log_dirs, config.node_id, cluster_id)
 
         state.quorum = QuorumDriver(config.node_id, config.quorum, config.log_dirs[0], state.cluster_id, agreed,
-                                    peer_factory=peers)
+                                    connect=peers.controller_client if peers is not None else None)
         # the cluster metadata (issue 16): every node follows the image; the quorum leader is the controller
-        from minikafka.coordinator.cluster.controller import ControllerConfig
-        from minikafka.broker.cluster.active_controller import ActiveController
+        from minikafka.metadata.controller import ControllerConfig
+        from minikafka.metadata.active_controller import ActiveController
         from minikafka.broker.cluster.runtime import ClusterRuntime
-        state.cluster = ClusterRuntime(state, state.quorum)
+        state.cluster = ClusterRuntime(state, state.quorum, peers)
         from minikafka.broker.cluster.security_sync import attach, bootstrap_credentials
         state.cluster.active = ActiveController(
             state.quorum, lambda: state.cluster.image,

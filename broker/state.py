@@ -44,7 +44,7 @@ class BrokerState:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        # None only in a metadata quorum until its voters agreed on the id (coordinator/quorum/driver.py)
+        # None only in a metadata quorum until its voters agreed on the id (raft/driver.py)
         self.cluster_id: str | None = ensure_meta(config.log_dirs, config.node_id, config.get("cluster.id"),
                                                   agreed=config.quorum is not None)
         self.quorum = None  # coordinator/quorum/driver.QuorumDriver in a multi-node quorum (broker/server.py)

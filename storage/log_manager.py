@@ -78,7 +78,7 @@ OPEN_WORKERS = 2
 TopicPartition = tuple[str, int]
 
 
-# the metadata quorum's log (coordinator/quorum/store.py, which creates quorum.log in it), as Kafka
+# the metadata quorum's log (raft/store.py, which creates quorum.log in it), as Kafka
 # names it; not a partition log
 METADATA_LOG_DIR = "__cluster_metadata-0"
 

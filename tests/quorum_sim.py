@@ -1,4 +1,4 @@
-"""A deterministic simulation of a metadata quorum (coordinator/quorum/raft.py): simulated time, a
+"""A deterministic simulation of a metadata quorum (raft/core.py): simulated time, a
 seeded network that delays, drops and cuts links, crashes and restarts (persistent state kept), and
 clients proposing to whoever is leader. Invariant checks run after every step:
 
@@ -19,8 +19,8 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from minikafka.coordinator.quorum.log import Entry
-from minikafka.coordinator.quorum.raft import LEADER, FetchSnapshotResponse, Message, PersistentState, RaftConfig, RaftNode
+from minikafka.raft.log import Entry
+from minikafka.raft.core import LEADER, FetchSnapshotResponse, Message, PersistentState, RaftConfig, RaftNode
 
 TICK_MS = 10
 

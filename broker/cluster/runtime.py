@@ -23,13 +23,14 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from minikafka.coordinator.cluster.image import MetadataImage
-from minikafka.coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.metadata.image import MetadataImage
+from minikafka.protocol.peer_client import PeerClient, PeerError
 
 if TYPE_CHECKING:
-    from minikafka.coordinator.quorum.driver import QuorumDriver
+    from minikafka.broker.peer_security import PeerFactory
+    from minikafka.raft.driver import QuorumDriver
     from minikafka.broker.state import BrokerState
-    from minikafka.broker.cluster.active_controller import ActiveController
+    from minikafka.metadata.active_controller import ActiveController
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,13 @@ def _top_level_not_controller(resp: Any) -> bool:
 
 
 class ClusterRuntime:
-    def __init__(self, state: "BrokerState", driver: "QuorumDriver") -> None:
+    def __init__(self, state: "BrokerState", driver: "QuorumDriver", peer_factory: "PeerFactory | None" = None) -> None:
+        from minikafka.broker.peer_security import PeerFactory
         self.state = state
         self.driver = driver
+        # every connection to another node (controller requests, replica fetches, coordinator lookups) comes
+        # from here: the controller / inter-broker listener's TLS and SASL (broker/peer_security.py)
+        self.peer_factory = peer_factory or PeerFactory()
         self.node_id = state.node_id
         config = state.config
         self.image = MetadataImage()
@@ -80,7 +85,7 @@ class ClusterRuntime:
         self.lifecycle_timeout_s = max(0.2, min(driver.quorum.request_timeout_ms / 1000, session_s / 3))
         self.controller_timeout_s = 30.0
         names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
-        resolved = driver.peer_factory.inter_broker_listener  # broker/peer_security.py, checked at start-up
+        resolved = self.peer_factory.inter_broker_listener  # broker/peer_security.py, checked at start-up
         self.inter_broker_listener: str = resolved if resolved in names or not names else names[0]
         self._listeners: list[Listener] = []
         self._security_changed = True  # an ACL / SCRAM / broker config record committed since the last flush (first: load)
@@ -389,7 +394,7 @@ class ClusterRuntime:
             # heartbeats must not hang on a paused old controller for longer than a fraction of the
             # session, or the new controller fences this live broker
             timeout = self.lifecycle_timeout_s if channel == "lifecycle" else self.request_timeout_s * 5
-            client = self._clients[(node, channel)] = self.driver.peer_factory.controller_client(
+            client = self._clients[(node, channel)] = self.peer_factory.controller_client(
                 node, self.driver.quorum.voters[node], f"broker-{self.node_id}-{channel}", timeout,
                 self.driver.quorum.retry_backoff_ms / 1000, max_backoff_s=0.25 if channel == "lifecycle" else 1.0)
         return client

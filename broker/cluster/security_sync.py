@@ -17,7 +17,7 @@ from minikafka.broker.acl import AclBinding
 from minikafka.broker.sasl.scram import ScramCredential
 
 if TYPE_CHECKING:
-    from minikafka.coordinator.cluster.image import MetadataImage
+    from minikafka.metadata.image import MetadataImage
     from minikafka.broker.state import BrokerState
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import NamedTuple
 
-from minikafka.coordinator.cluster.image import MetadataImage
+from minikafka.metadata.image import MetadataImage
 
 LEADER_NOT_AVAILABLE = 5
 

@@ -2,8 +2,8 @@
 BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, and the topic changes
 brokers forward (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders).
 
-Each decision is made by coordinator/cluster/controller.py over the controller's image and answered
-only once its records are committed (broker/cluster/active_controller.py). A node that is not the
+Each decision is made by metadata/controller.py over the controller's image and answered
+only once its records are committed (metadata/active_controller.py). A node that is not the
 active controller answers NOT_CONTROLLER (brokers retry at the new one).
 
 With an authorizer, the broker-to-controller RPCs need CLUSTER_ACTION on the cluster (the brokers'
@@ -22,7 +22,7 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, Cre
                                   CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
                                   ElectLeadersRequest, ElectLeadersResponse)
 
-from minikafka.coordinator.cluster.controller import ControllerError
+from minikafka.metadata.controller import ControllerError
 from minikafka.protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
                                   AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
                                   BrokerRegistrationRequest, BrokerRegistrationResponse)
@@ -60,7 +60,7 @@ def _active(ctx: RequestContext):
 
 async def _run(ctx: RequestContext, fn):
     """(result, error code): `fn(controller)` committed; NOT_CONTROLLER / REQUEST_TIMED_OUT otherwise."""
-    from minikafka.broker.cluster.active_controller import NotControllerError
+    from minikafka.metadata.active_controller import NotControllerError
     active = _active(ctx)
     if active is None:
         return None, NOT_CONTROLLER

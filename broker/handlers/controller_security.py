@@ -9,7 +9,7 @@ of whoever is logged in on this listener. ACLs and SCRAM credentials need ALTER 
 CLUSTER_AUTHORIZATION_FAILED; without an authorizer the ACL APIs answer SECURITY_DISABLED), a config
 resource ALTER_CONFIGS on it (the cluster for BROKER resources). Then each request is validated against
 the controller's image inside the decision (so two requests cannot both pass a check the first one's
-records would fail), its records appended by coordinator/cluster/controller.py, and answered once
+records would fail), its records appended by metadata/controller.py, and answered once
 committed. Not the active controller: NOT_CONTROLLER per item (the broker retries).
 """
 from __future__ import annotations

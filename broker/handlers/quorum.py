@@ -2,7 +2,7 @@
 BeginQuorumEpoch, EndQuorumEpoch, Fetch of `__cluster_metadata`-0, and DescribeQuorum for Kafka's
 `kafka-metadata-quorum` (DescribeQuorum also on broker listeners of a quorum node: a non-leader
 forwards it to the leader, as Kafka's brokers forward it to the active controller). Each request is translated into the Raft core's message
-(coordinator/quorum/wire.py) and fed to this node's QuorumDriver; the core's answer is the response.
+(raft/wire.py) and fed to this node's QuorumDriver; the core's answer is the response.
 
 Kafka's checks first: a request naming another topic/partition is answered UNKNOWN_TOPIC_OR_PARTITION
 (Vote/Begin/End at the top level, DescribeQuorum per partition as Kafka 4.3), a cluster id that differs from ours
@@ -19,9 +19,9 @@ import time
 from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from minikafka.coordinator.quorum import wire
-from minikafka.coordinator.quorum.peer import PeerError
-from minikafka.coordinator.quorum.raft import (LEADER, FetchResponse as CoreFetchResponse,
+from minikafka.raft import wire
+from minikafka.protocol.peer_client import PeerError
+from minikafka.raft.core import (LEADER, FetchResponse as CoreFetchResponse,
                                         FetchSnapshotResponse as CoreFetchSnapshotResponse,
                                         VoteResponse as CoreVoteResponse)
 from minikafka.protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,

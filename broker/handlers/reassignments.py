@@ -3,7 +3,7 @@
 
 ALTER on the cluster to change, DESCRIBE to list (else CLUSTER_AUTHORIZATION_FAILED at the top and on
 every partition, as Kafka's error response). On a cluster a broker authorizes and forwards the request
-to the active controller, which decides over its image (coordinator/cluster/controller.py) and answers
+to the active controller, which decides over its image (metadata/controller.py) and answers
 once the records are committed; the replicas then follow the metadata (new ones fetch from the leader,
 removed ones drop their log). A single node is its only broker: a partition's replicas are [node.id],
 so a target of exactly that is a success with nothing to do, any other broker id is not registered
@@ -16,7 +16,7 @@ from typing import Callable
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
                                   ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse)
 
-from minikafka.coordinator.cluster.controller import ControllerError, check_reassignment_target
+from minikafka.metadata.controller import ControllerError, check_reassignment_target
 from minikafka.broker import acl
 from minikafka.broker.authorizer import authorize_cluster
 from minikafka.broker.context import RequestContext

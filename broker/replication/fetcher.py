@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from minikafka.coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.protocol.peer_client import PeerClient, PeerError
 from minikafka.broker.replication.replica_manager import OFFSET_OUT_OF_RANGE, set_high_watermark
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class Fetcher:
             if self._client is not None:
                 self._client.close()
             self._address = address
-            self._client = self.manager.cluster.driver.peer_factory.inter_broker_client(
+            self._client = self.manager.cluster.peer_factory.inter_broker_client(
                 self.source, address, f"replica-fetcher-{self.manager.node_id}",
                 (self.timeout_ms + self.wait_ms) / 1000, retry_backoff_s=0.05, max_backoff_s=self.backoff_ms / 1000)
         return self._client

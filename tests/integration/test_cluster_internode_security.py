@@ -189,7 +189,7 @@ def test_the_controller_listener_authorizes_what_it_is_asked(cluster):
     from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse, DescribeQuorumRequest,
                                       DescribeQuorumResponse)
 
-    from minikafka.coordinator.quorum.peer import PeerClient, PeerSecurity
+    from minikafka.protocol.peer_client import PeerClient, PeerSecurity
     from minikafka.protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse,
                                              BrokerHeartbeatRequest, BrokerHeartbeatResponse)
     wait_until(lambda: brokers_up(cluster), timeout=30, what="three brokers registered")

@@ -69,7 +69,7 @@ def test_a_missing_handler_module_stops_a_single_node_before_it_listens(damaged,
 
 
 def test_a_missing_cluster_package_stops_a_quorum_node(damaged, tmp_path):
-    """The case of the broken wheel: `minikafka.coordinator.cluster` absent, a single-voter KRaft node."""
+    """The case of the broken wheel: `minikafka.metadata` absent, a single-voter KRaft node."""
     shutil.rmtree(damaged / "minikafka" / "coordinator" / "cluster")
     port, controller = free_port(), free_port()
     proc = serve(damaged, tmp_path, "node.id=1", "process.roles=broker,controller",
@@ -78,7 +78,7 @@ def test_a_missing_cluster_package_stops_a_quorum_node(damaged, tmp_path):
                  f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}")
     out = finish(proc)
     assert proc.returncode == 2, out
-    one_clear_line(out, "(minikafka.coordinator.cluster)")
+    one_clear_line(out, "(minikafka.metadata)")
     assert "listening on" not in out, out
 
 

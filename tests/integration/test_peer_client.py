@@ -1,4 +1,4 @@
-"""The inter-node client (coordinator/quorum/peer.py) against a real broker process: a pooled
+"""The inter-node client (protocol/peer_client.py) against a real broker process: a pooled
 connection whose peer was killed -9 and restarted is replaced without failing the next request, while
 a peer that is down still fails fast with PeerError."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from minikafka.coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.protocol.peer_client import PeerClient, PeerError
 from minikafka.testing import MiniKafka
 
 pytestmark = pytest.mark.minikafka_only

@@ -1,4 +1,4 @@
-"""PeerClient (coordinator/quorum/peer.py) on secured listeners of a real broker, with the client side
+"""PeerClient (protocol/peer_client.py) on secured listeners of a real broker, with the client side
 resolved from the broker's own config (broker/peer_security.py): SCRAM-SHA-512 and PLAIN over
 SASL_SSL, a wrong password (PeerError, one log line however often it is retried), hostname
 verification (ssl.endpoint.identification.algorithm), an untrusted CA, mutual TLS with and without a
@@ -15,7 +15,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.peer_security import listener_security
-from minikafka.coordinator.quorum.peer import PeerClient, PeerError, PeerSecurity
+from minikafka.protocol.peer_client import PeerClient, PeerError, PeerSecurity
 from minikafka.testing import MiniKafka
 from tests.conftest import free_port
 from tests.tls_certs import Pki
@@ -91,7 +91,7 @@ def test_sasl_ssl_login(broker, mechanism):
 def test_wrong_password_is_a_peer_error_logged_once(broker, caplog):
     sec = security(broker, **{"listener.name.secure.scram-sha-512.sasl.jaas.config":
                               SCRAM.format(u="broker", p="not-it")})
-    with caplog.at_level(logging.WARNING, logger="minikafka.coordinator.quorum.peer"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.protocol.peer_client"):
         assert api_versions(client(broker, sec), times=4) == [-1] * 4
     lines = [r.getMessage() for r in caplog.records if "authentication as" in r.getMessage()]
     assert len(lines) == 1, lines
@@ -101,7 +101,7 @@ def test_wrong_password_is_a_peer_error_logged_once(broker, caplog):
 
 def test_hostname_verification(broker, caplog):
     # the broker's certificate names localhost and 127.0.0.1, not 127.0.0.2 (the same loopback socket)
-    with caplog.at_level(logging.WARNING, logger="minikafka.coordinator.quorum.peer"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.protocol.peer_client"):
         assert api_versions(client(broker, security(broker), host="127.0.0.2")) == [-1]
     assert any("TLS handshake failed" in r.getMessage() for r in caplog.records), caplog.text
     off = security(broker, **{"listener.name.secure.ssl.endpoint.identification.algorithm": ""})
@@ -111,7 +111,7 @@ def test_hostname_verification(broker, caplog):
 
 def test_untrusted_server_certificate(broker, caplog):
     sec = security(broker, **{"listener.name.secure.ssl.truststore.location": broker.pki.path("other-ca.pem")})
-    with caplog.at_level(logging.WARNING, logger="minikafka.coordinator.quorum.peer"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.protocol.peer_client"):
         assert api_versions(client(broker, sec)) == [-1]
     assert "certificate verify failed" in caplog.text.lower() or "CERTIFICATE_VERIFY_FAILED" in caplog.text
 
@@ -123,7 +123,7 @@ def test_mutual_tls(broker, caplog):
     assert api_versions(client(broker, sec), times=2) == [0, 0]
     # no client certificate: the server refuses the connection (TLS 1.3 tells after the handshake)
     bare = PeerSecurity("MTLS", "SSL", ssl.create_default_context(cafile=broker.pki.path("ca.pem")))
-    with caplog.at_level(logging.WARNING, logger="minikafka.coordinator.quorum.peer"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.protocol.peer_client"):
         assert api_versions(client(broker, bare), times=3) == [-1] * 3
     lines = [r.getMessage() for r in caplog.records if "client certificate" in r.getMessage()]
     assert len(lines) == 1 and "listener MTLS" in lines[0], caplog.text

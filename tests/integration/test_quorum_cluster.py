@@ -134,7 +134,7 @@ def test_a_full_restart_keeps_the_log_and_the_cluster_id(cluster):
     assert {n: (node.data_dir / "meta.properties").read_text() for n, node in cluster.nodes.items()} == metas
     for node in cluster.nodes.values():
         assert node.stop() == 0
-    from minikafka.coordinator.quorum.store import FilePersistentState
+    from minikafka.raft.store import FilePersistentState
     logs = []
     for node in cluster.nodes.values():
         p = FilePersistentState(node.data_dir / "__cluster_metadata-0")
@@ -148,8 +148,8 @@ def test_a_full_restart_keeps_the_log_and_the_cluster_id(cluster):
 
 
 def test_quorum_rpcs_are_refused_from_another_cluster_and_on_broker_listeners(cluster):
-    from minikafka.coordinator.quorum import wire
-    from minikafka.coordinator.quorum.raft import VoteRequest
+    from minikafka.raft import wire
+    from minikafka.raft.core import VoteRequest
     from minikafka.protocol.messages import VoteRequest as KVoteRequest, VoteResponse as KVoteResponse
     leader, epoch = cluster.agreed_leader(cluster.ids)
     follower = next(n for n in cluster.ids if n != leader)

@@ -1,4 +1,4 @@
-"""The metadata image, replica placement and the controller's decisions (coordinator/cluster/), pure."""
+"""The metadata image, replica placement and the controller's decisions (metadata/), pure."""
 from __future__ import annotations
 
 import random
@@ -6,13 +6,13 @@ import uuid
 
 import pytest
 
-from minikafka.coordinator.cluster import records as r
-from minikafka.coordinator.cluster.controller import (DUPLICATE_BROKER_REGISTRATION, FENCED_LEADER_EPOCH,
+from minikafka.metadata import records as r
+from minikafka.metadata.controller import (DUPLICATE_BROKER_REGISTRATION, FENCED_LEADER_EPOCH,
                                                       INELIGIBLE_REPLICA, INVALID_REPLICATION_FACTOR,
                                                       INVALID_UPDATE_VERSION, STALE_BROKER_EPOCH, Controller,
                                                       ControllerConfig, ControllerError)
-from minikafka.coordinator.cluster.image import NO_LEADER, MetadataImage
-from minikafka.coordinator.cluster.placement import PlacementError, UsableBroker, place
+from minikafka.metadata.image import NO_LEADER, MetadataImage
+from minikafka.metadata.placement import PlacementError, UsableBroker, place
 
 
 class Log:

@@ -1,4 +1,4 @@
-"""Replica reassignment decisions of the controller (KIP-455; coordinator/cluster/controller.py), pure:
+"""Replica reassignment decisions of the controller (KIP-455; metadata/controller.py), pure:
 the stages Kafka's ReplicationControlManager / PartitionChangeBuilder go through, checked record by
 record and against a replay of the log."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from minikafka.coordinator.cluster.controller import (INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR,
+from minikafka.metadata.controller import (INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR,
                                                       NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION,
                                                       ControllerError)
-from minikafka.coordinator.cluster.image import MetadataImage
+from minikafka.metadata.image import MetadataImage
 
 from .test_cluster_metadata import cluster
 

@@ -9,9 +9,8 @@ from types import SimpleNamespace
 
 from minikafka.broker.cluster.runtime import ClusterRuntime
 from minikafka.broker.config import Listener
-from minikafka.broker.peer_security import PeerFactory
 from minikafka.broker.topic_catalog import TopicCatalog
-from minikafka.coordinator.cluster import records as r
+from minikafka.metadata import records as r
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_manager import LogManager
 
@@ -27,7 +26,7 @@ def fake_state(tmp_path, node_id: int = 2):
 
 def fake_driver():
     quorum = SimpleNamespace(request_timeout_ms=1000, retry_backoff_ms=20, voters={})
-    return SimpleNamespace(quorum=quorum, on_commit=None, node=SimpleNamespace(leader=None), peer_factory=PeerFactory())
+    return SimpleNamespace(quorum=quorum, on_commit=None, node=SimpleNamespace(leader=None))
 
 
 def test_local_logs_exist_before_listeners_and_deletions_follow(tmp_path):

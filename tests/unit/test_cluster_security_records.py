@@ -1,13 +1,13 @@
 """ACL, SCRAM credential and BROKER config records in the metadata image and the controller's
-decisions about them (coordinator/cluster/), pure; and a node's stores following the image."""
+decisions about them (metadata/), pure; and a node's stores following the image."""
 from __future__ import annotations
 
 import json
 import random
 
-from minikafka.coordinator.cluster import records as r
-from minikafka.coordinator.cluster.controller import Controller
-from minikafka.coordinator.cluster.image import MetadataImage
+from minikafka.metadata import records as r
+from minikafka.metadata.controller import Controller
+from minikafka.metadata.image import MetadataImage
 
 READ_ALLOW = (2, "orders", 3, "User:alice", "*", 3, 3)  # TOPIC orders LITERAL, READ ALLOW
 WRITE_DENY = (2, "orders", 3, "User:bob", "*", 4, 2)

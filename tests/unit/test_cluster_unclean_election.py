@@ -1,12 +1,12 @@
-"""Unclean leader election in the controller (coordinator/cluster/controller.py), pure: off by default
+"""Unclean leader election in the controller (metadata/controller.py), pure: off by default
 (the last ISR member stays, leaderless), on by topic config, cluster default or static config (a live
 replica outside the ISR leads, alone in the ISR), and ElectLeaders UNCLEAN on request."""
 from __future__ import annotations
 
-from minikafka.coordinator.cluster import records as r
-from minikafka.coordinator.cluster.controller import (ELECTION_NOT_NEEDED, ELIGIBLE_LEADERS_NOT_AVAILABLE, NONE,
+from minikafka.metadata import records as r
+from minikafka.metadata.controller import (ELECTION_NOT_NEEDED, ELIGIBLE_LEADERS_NOT_AVAILABLE, NONE,
                                                       ControllerConfig)
-from minikafka.coordinator.cluster.image import NO_LEADER
+from minikafka.metadata.image import NO_LEADER
 
 from .test_cluster_metadata import cluster
 

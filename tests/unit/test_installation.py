@@ -7,7 +7,7 @@ import tomllib
 from minikafka.broker import installation
 from tests.conftest import ROOT
 
-CLUSTER_PACKAGES = ("minikafka.coordinator.quorum", "minikafka.coordinator.cluster", "minikafka.broker.cluster",
+CLUSTER_PACKAGES = ("minikafka.raft", "minikafka.metadata", "minikafka.broker.cluster",
                     "minikafka.broker.replication")
 
 
@@ -28,7 +28,8 @@ def test_packages_are_the_source_trees():
 
 def test_cluster_modules_are_every_module_of_the_cluster_packages():
     tree = tree_packages()
-    expected = {m for p in CLUSTER_PACKAGES for m in tree[p]} | {"minikafka.broker.coordinator_failover"}
+    expected = {m for p in CLUSTER_PACKAGES for m in tree[p]} | {"minikafka.broker.coordinator_failover",
+                                                                 "minikafka.protocol.peer_client"}
     assert sorted(set(installation.CLUSTER_MODULES)) == sorted(expected)
     assert len(installation.CLUSTER_MODULES) == len(set(installation.CLUSTER_MODULES))
 

@@ -1,4 +1,4 @@
-"""The metadata quorum's Raft core (coordinator/quorum/raft.py): unit cases for elections, fencing and
+"""The metadata quorum's Raft core (raft/core.py): unit cases for elections, fencing and
 log repair, then the deterministic simulation (tests/quorum_sim.py) over many seeds with message loss,
 delays, crashes and partitions. MINIKAFKA_RAFT_SEEDS / MINIKAFKA_RAFT_SIM_MS make it longer (`make soak`)."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry, QuorumLog
-from minikafka.coordinator.quorum.raft import (
+from minikafka.raft.log import LEADER_CHANGE, Entry, QuorumLog
+from minikafka.raft.core import (
     CANDIDATE, FOLLOWER, LEADER, PROSPECTIVE, UNATTACHED, BeginQuorumEpoch, FetchRequest, FetchResponse, PersistentState,
     RaftConfig, RaftNode, VoteRequest, VoteResponse)
 from tests.quorum_sim import TICK_MS as TICK, Faults, Sim, history
@@ -378,7 +378,7 @@ def test_simulation_with_snapshots_keeps_every_invariant():
 
 
 def test_fetch_below_the_log_start_gets_the_snapshot():
-    from minikafka.coordinator.quorum.raft import FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse
+    from minikafka.raft.core import FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse
     sim = Sim(3, faults=Faults(drop=0.0, crash_every_ms=0, cut_every_ms=0))
     sim.run(3000)
     leader = sim.leader()

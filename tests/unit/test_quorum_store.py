@@ -1,4 +1,4 @@
-"""The quorum's durable state (coordinator/quorum/store.py): what a restart reads back, and a torn or
+"""The quorum's durable state (raft/store.py): what a restart reads back, and a torn or
 corrupt log tail cut off at the last whole entry."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry
-from minikafka.coordinator.quorum.raft import RaftConfig, RaftNode, VoteRequest
-from minikafka.coordinator.quorum.store import LOG_FILE, STATE_FILE, FilePersistentState
+from minikafka.raft.log import LEADER_CHANGE, Entry
+from minikafka.raft.core import RaftConfig, RaftNode, VoteRequest
+from minikafka.raft.store import LOG_FILE, STATE_FILE, FilePersistentState
 
 
 def entries(n: int) -> list[Entry]:
@@ -98,7 +98,7 @@ def test_meta_properties_wait_for_the_agreed_cluster_id(tmp_path):
 
 
 # -- snapshots (KIP-630) -----------------------------------------------------------------------------------
-from minikafka.coordinator.quorum.store import read_snapshots, snapshot_name  # noqa: E402
+from minikafka.raft.store import read_snapshots, snapshot_name  # noqa: E402
 
 
 def test_snapshot_drops_the_prefix_and_a_restart_opens_snapshot_plus_suffix(tmp_path):

@@ -1,4 +1,4 @@
-"""The Raft core's messages as Kafka's quorum RPCs (coordinator/quorum/wire.py): every message survives
+"""The Raft core's messages as Kafka's quorum RPCs (raft/wire.py): every message survives
 encoding to Kafka's wire bytes and back; fenced answers carry Kafka's error codes; metadata entries
 travel as valid v2 record batches stamped with their epoch. Also the core's EndQuorumEpoch (resign)
 and the KRaft config keys (broker/config.py)."""
@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.consumer import FetchRequest as KFetchRequest, FetchResponse as KFetchResponse
 
-from minikafka.broker.config import BrokerConfig, ConfigError, parse_voters
-from minikafka.coordinator.quorum import wire
-from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry
-from minikafka.coordinator.quorum.raft import (FOLLOWER, LEADER, UNATTACHED, BeginQuorumEpoch, EndQuorumEpoch,
+from minikafka.broker.config import BrokerConfig, ConfigError
+from minikafka.raft.config import QuorumConfigError, parse_voters
+from minikafka.raft import wire
+from minikafka.raft.log import LEADER_CHANGE, Entry
+from minikafka.raft.core import (FOLLOWER, LEADER, UNATTACHED, BeginQuorumEpoch, EndQuorumEpoch,
                                                FetchRequest, FetchResponse, PersistentState, RaftConfig, RaftNode,
                                                VoteRequest, VoteResponse)
 from minikafka.protocol import messages as m
@@ -211,14 +212,19 @@ def test_a_controller_only_node_is_a_voter_without_broker_listeners():
 
 
 def test_parse_voters_refuses_duplicates():
-    with pytest.raises(ConfigError, match="twice"):
+    with pytest.raises(QuorumConfigError, match="twice"):
         parse_voters("1@a:1,1@b:2")
+    with pytest.raises(ConfigError, match="twice"):  # as a broker config error at start-up
+        BrokerConfig({"node.id": "1", "process.roles": "broker,controller", "controller.listener.names": "C",
+                      "listeners": "PLAINTEXT://127.0.0.1:1,C://127.0.0.1:2",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,C:PLAINTEXT",
+                      "controller.quorum.voters": "1@a:1,1@b:2"})
 
 
 def test_snapshot_id_and_fetch_snapshot_on_the_wire():
     """KIP-630: a Fetch answer below the log start carries SnapshotId; FetchSnapshot (API 59) round-trips
     (Kafka 4.3.1's controller decodes this request field for field — checked by hand against the oracle)."""
-    from minikafka.coordinator.quorum.raft import FetchResponse, FetchSnapshotRequest
+    from minikafka.raft.core import FetchResponse, FetchSnapshotRequest
     resp = wire.fetch_response(FetchResponse(4, 1, 90, snapshot_id=(80, 3)), 4)
     back = wire.from_fetch_response(KFetchResponse.decode(resp.encode(version=16), version=16), 0)
     assert back.snapshot_id == (80, 3) and back.high_watermark == 90 and not back.entries
@@ -233,7 +239,7 @@ def test_snapshot_id_and_fetch_snapshot_on_the_wire():
 def test_a_peer_down_for_thousands_of_attempts_still_backs_off():
     """The backoff after n failures is capped at max_backoff_s; n in the thousands (a peer down for many
     minutes) once overflowed the float and made every later request to that peer fail."""
-    from minikafka.coordinator.quorum.peer import PeerClient
+    from minikafka.protocol.peer_client import PeerClient
     peer = PeerClient(2, "127.0.0.1", 1, "test", 1.0, retry_backoff_s=0.02, max_backoff_s=1.0)
     for _ in range(5000):
         peer._fail()

@@ -74,7 +74,7 @@ LAZY = [
     "minikafka.coordinator.group_coordinator", "minikafka.coordinator.txn_coordinator",
     "minikafka.storage.partition_log", "minikafka.protocol.record_validator",
     "minikafka.broker.handlers.produce", "minikafka.broker.handlers.fetch", "kafka.protocol.admin",
-    "kafka.protocol.producer", "importlib.metadata", "minikafka.coordinator.quorum.raft",
+    "kafka.protocol.producer", "importlib.metadata", "minikafka.raft.core",
 ]
 
 

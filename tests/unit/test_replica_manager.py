@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -59,7 +58,7 @@ class FakeImage:
 
 class FakeCluster:
     inter_broker_listener = "PLAINTEXT"
-    driver = SimpleNamespace(peer_factory=PeerFactory())  # plain connections (broker/peer_security.py)
+    peer_factory = PeerFactory()  # plain connections (broker/peer_security.py)
 
     def __init__(self) -> None:
         self.image = FakeImage()

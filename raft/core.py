@@ -42,7 +42,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry, QuorumLog
+from minikafka.raft.log import LEADER_CHANGE, Entry, QuorumLog
 
 
 # -- messages -------------------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ class PersistentState:
     snapshot: tuple[int, int, Any] | None = None  # (end offset, epoch, state) of the newest snapshot
 
     def save(self, epoch: int, voted_for: int | None) -> None:
-        """Record the epoch and vote durably (coordinator/quorum/store.py writes a file)."""
+        """Record the epoch and vote durably (raft/store.py writes a file)."""
         self.epoch, self.voted_for = epoch, voted_for
 
     def save_snapshot(self, offset: int, epoch: int, state: Any, drop_prefix: bool = True) -> None:

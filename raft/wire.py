@@ -28,10 +28,10 @@ from typing import Any
 
 from minikafka.protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, VoteRequest as KVoteRequest,
                                   VoteResponse as KVoteResponse)
-from minikafka.coordinator.quorum.log import Entry
-from minikafka.coordinator.quorum.raft import (BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, FetchSnapshotRequest, VoteRequest,
+from minikafka.raft.log import Entry
+from minikafka.raft.core import (BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, FetchSnapshotRequest, VoteRequest,
                    VoteResponse)
-from minikafka.coordinator.quorum.store import _decode_payload, _encode_payload
+from minikafka.raft.store import _decode_payload, _encode_payload
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (AAAAAAAAAAAAAAAAAAAAAQ)

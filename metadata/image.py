@@ -14,8 +14,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from minikafka.coordinator.cluster import records as r
-from minikafka.coordinator.cluster.placement import UsableBroker
+from minikafka.metadata import records as r
+from minikafka.metadata.placement import UsableBroker
 
 NO_LEADER = -1
 

@@ -26,8 +26,8 @@ from typing import Any
 import crc32c
 
 from minikafka.storage.partition_metadata import atomic_write
-from minikafka.coordinator.quorum.log import LEADER_CHANGE, Entry, QuorumLog
-from minikafka.coordinator.quorum.raft import PersistentState
+from minikafka.raft.log import LEADER_CHANGE, Entry, QuorumLog
+from minikafka.raft.core import PersistentState
 
 _FRAME = struct.Struct(">III")  # length (of crc + epoch + payload), crc32c, epoch
 STATE_FILE = "quorum-state"

@@ -27,16 +27,25 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from minikafka.coordinator.quorum import wire
-from minikafka.coordinator.quorum.peer import PeerClient, PeerError
+from minikafka.raft import wire
+from minikafka.protocol.peer_client import PeerClient, PeerError
 from minikafka.storage.partition_metadata import atomic_write
-from minikafka.coordinator.quorum.raft import (LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse,
+from minikafka.raft.core import (LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse,
                    Message, RaftConfig, RaftNode, VoteRequest)
-from minikafka.coordinator.quorum.store import FilePersistentState, load_snapshot, snapshot_name, write_snapshot
+from minikafka.raft.store import FilePersistentState, load_snapshot, snapshot_name, write_snapshot
 
 if TYPE_CHECKING:
-    from minikafka.broker.config import QuorumConfig
-    from minikafka.broker.peer_security import PeerFactory
+    from minikafka.raft.config import QuorumConfig
+
+# connect(node id, (host, port), client id, request timeout s, retry backoff s, max backoff s): a client of a
+# voter's controller listener; the broker passes one that speaks the listener's TLS and SASL
+Connect = Callable[..., PeerClient]
+
+
+def plain_connect(node_id: int, address: tuple[str, int], client_id: str, request_timeout_s: float,
+                  retry_backoff_s: float = 0.02, max_backoff_s: float = 1.0) -> PeerClient:
+    """A PLAINTEXT controller client (the default of `QuorumDriver`)."""
+    return PeerClient(node_id, address[0], address[1], client_id, request_timeout_s, retry_backoff_s, max_backoff_s)
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +63,7 @@ def _now_ms() -> int:
 
 class QuorumDriver:
     def __init__(self, node_id: int, quorum: "QuorumConfig", log_dir: Path, cluster_id: str | None,
-                 on_cluster_id=None, peer_factory: "PeerFactory | None" = None) -> None:
+                 on_cluster_id=None, connect: Connect | None = None) -> None:
         self.id = node_id
         self.quorum = quorum
         self.cluster_id = cluster_id
@@ -66,14 +75,10 @@ class QuorumDriver:
         # followers long-poll (Kafka's raft fetches wait up to 500 ms); well inside the fetch timeout
         self.fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS, quorum.fetch_timeout_ms // 4,
                                      quorum.request_timeout_ms // 2)
-        # every connection to a peer (here, the cluster runtime's, the replicas') comes from one factory:
-        # the controller / inter-broker listener's TLS and SASL (broker/peer_security.py); plain by default
-        if peer_factory is None:
-            from minikafka.broker.peer_security import PeerFactory
-            peer_factory = PeerFactory()
-        self.peer_factory = peer_factory
-        self.peers = {v: peer_factory.controller_client(v, addr, f"raft-client-{node_id}",
-                                                        quorum.request_timeout_ms / 1000, quorum.retry_backoff_ms / 1000)
+        # connections to the other voters' controller listeners (their TLS and SASL are the caller's business)
+        self.connect = connect or plain_connect
+        self.peers = {v: self.connect(v, addr, f"raft-client-{node_id}", quorum.request_timeout_ms / 1000,
+                                      quorum.retry_backoff_ms / 1000)
                       for v, addr in quorum.voters.items() if v != node_id}
         self._pending: dict[int, dict[type, Message]] = {v: {} for v in self.peers}
         self._wakeup = {v: asyncio.Event() for v in self.peers}
@@ -445,7 +450,7 @@ class QuorumDriver:
         that the quorum's traffic never waits behind them); raises PeerError."""
         client = self._admin_clients.get(v)
         if client is None:
-            client = self._admin_clients[v] = self.peer_factory.controller_client(
+            client = self._admin_clients[v] = self.connect(
                 v, self.quorum.voters[v], f"forward-{self.id}", self.quorum.request_timeout_ms / 1000)
         resp = await client.request(req, version, response_class)
         resp._header = None  # answered again under the caller's own header
@@ -466,7 +471,7 @@ def _is_cluster_id(payload: Any) -> bool:
 
 
 def _new_cluster_id() -> str:
-    from minikafka.broker.meta_properties import new_cluster_id
+    from minikafka.raft.config import new_cluster_id
     return new_cluster_id()
 
 

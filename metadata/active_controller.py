@@ -1,7 +1,7 @@
 """The active controller of this node: alive while this node leads the metadata quorum (KRaft: the
 quorum leader is the active controller, its epoch the controller epoch).
 
-On becoming leader it builds a Controller (coordinator/cluster/controller.py) over a copy of the
+On becoming leader it builds a Controller (metadata/controller.py) over a copy of the
 committed image plus the rest of its own log (entries of earlier epochs it will commit under its own);
 decisions append records to the quorum log at once (`QuorumDriver.propose`), and the RPC answers wait
 until the quorum's high watermark passes them (`committed`). Losing the leadership (a newer epoch,
@@ -17,12 +17,12 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from minikafka.coordinator.cluster.controller import Controller, ControllerConfig
-from minikafka.coordinator.quorum.raft import LEADER
+from minikafka.metadata.controller import Controller, ControllerConfig
+from minikafka.raft.core import LEADER
 
 if TYPE_CHECKING:
-    from minikafka.coordinator.cluster.image import MetadataImage
-    from minikafka.coordinator.quorum.driver import QuorumDriver
+    from minikafka.metadata.image import MetadataImage
+    from minikafka.raft.driver import QuorumDriver
 
 log = logging.getLogger(__name__)
 

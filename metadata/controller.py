@@ -29,9 +29,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from minikafka.coordinator.cluster import records as r
-from minikafka.coordinator.cluster.image import NO_LEADER, MetadataImage, PartitionInfo
-from minikafka.coordinator.cluster.placement import PlacementError, place
+from minikafka.metadata import records as r
+from minikafka.metadata.image import NO_LEADER, MetadataImage, PartitionInfo
+from minikafka.metadata.placement import PlacementError, place
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
