@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 def start_group_services(state: BrokerState) -> list[asyncio.Task]:
     """Loading of an existing `__consumer_offsets` and the offsets retention timer."""
-    from minikafka.coordinator.group_loader import start_loading
+    from minikafka.coordinator.group.loader import start_loading
     tasks = []
     loader = start_loading(state.groups, state.catalog)
     if loader is not None:

@@ -109,7 +109,7 @@ DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": str(2**31 - 1),
-    # KIP-848 consumer groups (coordinator/consumer/config.py)
+    # KIP-848 consumer groups (coordinator/group/consumer/config.py)
     "group.coordinator.rebalance.protocols": "classic,consumer,streams",
     "group.consumer.heartbeat.interval.ms": "5000",
     "group.consumer.min.heartbeat.interval.ms": "5000",
@@ -459,7 +459,7 @@ class BrokerConfig:
             self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))
             if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("group.consumer.")):
                 # refuse bad consumer-group settings at start-up (the defaults are valid: no import for them)
-                from minikafka.coordinator.consumer.config import ConsumerGroupSettings
+                from minikafka.coordinator.group.consumer.config import ConsumerGroupSettings
                 ConsumerGroupSettings.from_props(self.get)
             self.log_config = self._log_config()
             self.quorum = _quorum_config(self)

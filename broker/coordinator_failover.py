@@ -33,7 +33,7 @@ from kafka.protocol.producer import (
 )
 
 from minikafka.protocol.peer_client import PeerClient, PeerError
-from minikafka.coordinator.txn_markers import Marker
+from minikafka.coordinator.txn.markers import Marker
 from minikafka.broker.coordinator_lookup import OFFSETS_TOPIC, TXN_TOPIC, endpoint, partition_leader
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,9 @@ PACKAGES = (
     "minikafka.protocol.schemas",
     "minikafka.storage",
     "minikafka.coordinator",
-    "minikafka.coordinator.consumer",
+    "minikafka.coordinator.group",
+    "minikafka.coordinator.group.consumer",
+    "minikafka.coordinator.txn",
     "minikafka.raft",
     "minikafka.metadata",
     "minikafka.broker",
@@ -40,22 +42,22 @@ STORAGE_MODULES = (
     "minikafka.broker.errors",
 )
 GROUP_MODULES = STORAGE_MODULES + (
-    "minikafka.coordinator.group_metadata",
-    "minikafka.coordinator.group_records",
-    "minikafka.coordinator.group_offsets",
-    "minikafka.coordinator.group_membership",
-    "minikafka.coordinator.group_commits",
-    "minikafka.coordinator.group_admin",
-    "minikafka.coordinator.group_coordinator",
-    "minikafka.coordinator.group_loader",
+    "minikafka.coordinator.group.metadata",
+    "minikafka.coordinator.group.records",
+    "minikafka.coordinator.group.offsets",
+    "minikafka.coordinator.group.membership",
+    "minikafka.coordinator.group.commits",
+    "minikafka.coordinator.group.admin",
+    "minikafka.coordinator.group.coordinator",
+    "minikafka.coordinator.group.loader",
     "minikafka.broker.background",
 )
 TXN_MODULES = STORAGE_MODULES + (
-    "minikafka.coordinator.txn_state",
-    "minikafka.coordinator.txn_log",
-    "minikafka.coordinator.txn_markers",
-    "minikafka.coordinator.txn_state_manager",
-    "minikafka.coordinator.txn_coordinator",
+    "minikafka.coordinator.txn.state",
+    "minikafka.coordinator.txn.log",
+    "minikafka.coordinator.txn.markers",
+    "minikafka.coordinator.txn.state_manager",
+    "minikafka.coordinator.txn.coordinator",
 )
 # a node of a multi-node quorum: the metadata quorum, the controller and its image, replication (every
 # module of these packages; tests/unit/test_installation.py keeps the list equal to the source tree)

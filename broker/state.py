@@ -25,9 +25,9 @@ from minikafka.broker.sasl.errors import CREDENTIALS_FILE
 from minikafka.broker.topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
 
 if TYPE_CHECKING:
-    from minikafka.coordinator.group_coordinator import GroupCoordinator
-    from minikafka.coordinator.producer_ids import ProducerIdManager
-    from minikafka.coordinator.txn_coordinator import TransactionCoordinator
+    from minikafka.coordinator.group.coordinator import GroupCoordinator
+    from minikafka.coordinator.txn.producer_ids import ProducerIdManager
+    from minikafka.coordinator.txn.coordinator import TransactionCoordinator
     from minikafka.storage.partition_log import PartitionLog
     from minikafka.broker.group_configs import GroupConfigStore
     from minikafka.broker.sasl.credentials import ScramCredentialStore
@@ -133,7 +133,7 @@ class BrokerState:
             from minikafka.broker.cluster.producer_ids import ClusterProducerIdManager
             self._producer_ids = ClusterProducerIdManager(self.cluster)  # type: ignore[assignment]
         if self._producer_ids is None:
-            from minikafka.coordinator.producer_ids import ProducerIdManager
+            from minikafka.coordinator.txn.producer_ids import ProducerIdManager
             self._producer_ids = ProducerIdManager(self.config.log_dirs[0] / "producer_id_block")
         return self._producer_ids
 
@@ -142,7 +142,7 @@ class BrokerState:
         """The group coordinator; once running, built with its loading of `__consumer_offsets` and
         its offsets retention timer started."""
         if self._groups is None:
-            from minikafka.coordinator.group_coordinator import GroupConfig, GroupCoordinator
+            from minikafka.coordinator.group.coordinator import GroupConfig, GroupCoordinator
             from minikafka.broker.errors import error_code
             self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code,
                                             group_configs=self.group_configs)
@@ -157,7 +157,7 @@ class BrokerState:
         """The transaction coordinator; once running, built with its loading of
         `__transaction_state`, transaction timeouts and marker retries started."""
         if self._txns is None:
-            from minikafka.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
+            from minikafka.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
             from minikafka.broker.errors import error_code
             self._txns = TransactionCoordinator(TxnConfig.from_props(self.config.get), self.catalog,
                                                 self.producer_ids.next_id, error_code,

@@ -7,7 +7,7 @@ import kafka.errors as ke
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
-from minikafka.coordinator.txn_coordinator import TransactionCoordinator
+from minikafka.coordinator.txn.coordinator import TransactionCoordinator
 from minikafka.broker import acl
 from minikafka.broker.authorizer import authorize, authorize_cluster, authorized_names
 from minikafka.broker.context import RequestContext

@@ -1,14 +1,14 @@
 """ConsumerGroupHeartbeat (API 68) and ConsumerGroupDescribe (API 69): the KIP-848 consumer group
-protocol; the work is done by coordinator/consumer/coordinator.py."""
+protocol; the work is done by coordinator/group/consumer/coordinator.py."""
 from __future__ import annotations
 
 import uuid
 
 import kafka.errors as ke
 
-from minikafka.coordinator.consumer.coordinator import HeartbeatRequestData
-from minikafka.coordinator.consumer.model import Assignment, freeze
-from minikafka.coordinator.group_metadata import GroupError
+from minikafka.coordinator.group.consumer.coordinator import HeartbeatRequestData
+from minikafka.coordinator.group.consumer.model import Assignment, freeze
+from minikafka.coordinator.group.metadata import GroupError
 from minikafka.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,

@@ -5,7 +5,7 @@ import kafka.errors as ke
 
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
-from minikafka.coordinator.group_metadata import GroupError
+from minikafka.coordinator.group.metadata import GroupError
 from minikafka.broker import acl
 from minikafka.broker.authorizer import authorize, authorized_operations
 from minikafka.broker.context import RequestContext

@@ -15,7 +15,7 @@ import logging
 import kafka.errors as ke
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
-from minikafka.coordinator.txn_coordinator import GROUP_TOPIC, TRANSACTION_ABORTABLE
+from minikafka.coordinator.txn.coordinator import GROUP_TOPIC, TRANSACTION_ABORTABLE
 from minikafka.broker import acl
 from minikafka.broker.authorizer import authorize, authorized_names
 from minikafka.broker.context import RequestContext

@@ -49,7 +49,7 @@ async def _write_replicated(writer, req: WriteTxnMarkersRequest, version: int) -
     otherwise) and answered once replicated, as Kafka appends markers with acks=all."""
     import asyncio
 
-    from minikafka.coordinator.txn_markers import Marker
+    from minikafka.coordinator.txn.markers import Marker
     markers = []
     for m in req.markers:
         marker = Marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from minikafka.coordinator.txn_log import decode_key, decode_value, iter_records
+from minikafka.coordinator.txn.log import decode_key, decode_value, iter_records
 from minikafka.protocol.record_batch import iter_headers
 from tests.helpers import RawClient, wait_until
 from tests.txn_helpers import (

@@ -255,5 +255,5 @@ def test_consumer_group_settings_checked_at_start_when_set(props, message):
 
 
 def test_consumer_group_defaults_are_valid():
-    from minikafka.coordinator.consumer.config import ConsumerGroupSettings
+    from minikafka.coordinator.group.consumer.config import ConsumerGroupSettings
     ConsumerGroupSettings.from_props(BrokerConfig({}).get)

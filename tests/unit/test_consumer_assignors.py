@@ -1,4 +1,4 @@
-"""coordinator/consumer/assignors.py: uniform and range give every subscribed partition to exactly
+"""coordinator/group/consumer/assignors.py: uniform and range give every subscribed partition to exactly
 one subscribed member; uniform balances and is sticky; range gives contiguous ranges."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minikafka.coordinator.consumer.assignors import ASSIGNORS, range_, resolve_names, uniform
+from minikafka.coordinator.group.consumer.assignors import ASSIGNORS, range_, resolve_names, uniform
 
 T1, T2, T3 = (uuid.UUID(int=i) for i in (1, 2, 3))
 

@@ -1,4 +1,4 @@
-"""coordinator/consumer/coordinator.py driven directly on an event loop over real partition logs:
+"""coordinator/group/consumer/coordinator.py driven directly on an event loop over real partition logs:
 join, revoke-before-assign across members, leave, static replacement, heartbeat errors, and the
 state rebuilt from `__consumer_offsets` after a restart."""
 from __future__ import annotations
@@ -12,11 +12,11 @@ import kafka.errors as ke
 import pytest
 
 from minikafka.broker.topic_catalog import TopicInfo
-from minikafka.coordinator.consumer.config import ConsumerGroupSettings
-from minikafka.coordinator.consumer.coordinator import HeartbeatRequestData
-from minikafka.coordinator.consumer.model import ConsumerGroupState, MemberState
-from minikafka.coordinator.group_coordinator import GroupConfig, GroupCoordinator
-from minikafka.coordinator.group_loader import start_loading
+from minikafka.coordinator.group.consumer.config import ConsumerGroupSettings
+from minikafka.coordinator.group.consumer.coordinator import HeartbeatRequestData
+from minikafka.coordinator.group.consumer.model import ConsumerGroupState, MemberState
+from minikafka.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from minikafka.coordinator.group.loader import start_loading
 from minikafka.storage import LogConfig, PartitionLog
 
 T_ID = uuid.UUID(int=7)

@@ -1,4 +1,4 @@
-"""coordinator/consumer/reconciliation.py + model.py: revoke before assign; a partition is never held
+"""coordinator/group/consumer/reconciliation.py + model.py: revoke before assign; a partition is never held
 by two members; the member epoch moves to the target only once nothing is pending revocation."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from minikafka.coordinator.consumer.model import ConsumerGroup, ConsumerMember, MemberState, OwnershipConflict
-from minikafka.coordinator.consumer.reconciliation import reconcile
+from minikafka.coordinator.group.consumer.model import ConsumerGroup, ConsumerMember, MemberState, OwnershipConflict
+from minikafka.coordinator.group.consumer.reconciliation import reconcile
 
 T = uuid.UUID(int=1)
 

@@ -1,4 +1,4 @@
-"""coordinator/consumer/records.py: every consumer-group record type encodes and decodes back, keys
+"""coordinator/group/consumer/records.py: every consumer-group record type encodes and decodes back, keys
 carry the record type as their version, tombstones have no value; config/settings bounds."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import uuid
 
 import pytest
 
-from minikafka.coordinator.consumer import records as rec
-from minikafka.coordinator.consumer.config import ConsumerGroupSettings
-from minikafka.coordinator.consumer.model import ConsumerMember, MemberState
-from minikafka.coordinator.group_records import decode_key as decode_classic_key
+from minikafka.coordinator.group.consumer import records as rec
+from minikafka.coordinator.group.consumer.config import ConsumerGroupSettings
+from minikafka.coordinator.group.consumer.model import ConsumerMember, MemberState
+from minikafka.coordinator.group.records import decode_key as decode_classic_key
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -70,7 +70,7 @@ def test_broker_refuses_bad_consumer_group_settings():
 
 
 def test_classic_member_metadata_tagged_field():
-    from minikafka.coordinator.consumer.model import ClassicInfo
+    from minikafka.coordinator.group.consumer.model import ClassicInfo
 
     m = ConsumerMember("m", subscribed_topic_names=("a",), classic=ClassicInfo(10000, (("range", b"\x00\x01x"),)))
     _, v = roundtrip(rec.member_metadata("g", m))

@@ -13,10 +13,10 @@ import pytest
 
 from minikafka.broker.errors import error_code
 from minikafka.broker.topic_catalog import TopicCatalog
-from minikafka.coordinator.group_coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
-from minikafka.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
-from minikafka.coordinator.txn_state import TxnState
-from minikafka.coordinator.txn_state_manager import TXN_TOPIC
+from minikafka.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
+from minikafka.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
+from minikafka.coordinator.txn.state import TxnState
+from minikafka.coordinator.txn.state_manager import TXN_TOPIC
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_manager import LogManager
 from minikafka.storage.txn_markers import parse_marker

@@ -8,9 +8,9 @@ from pathlib import Path
 import kafka.errors as ke
 import pytest
 
-from minikafka.coordinator.group_coordinator import GroupConfig, GroupCoordinator
-from minikafka.coordinator.group_loader import start_loading
-from minikafka.coordinator.group_metadata import ClassicGroup, GroupState, IllegalStateTransition
+from minikafka.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from minikafka.coordinator.group.loader import start_loading
+from minikafka.coordinator.group.metadata import ClassicGroup, GroupState, IllegalStateTransition
 from minikafka.storage import LogConfig, PartitionLog
 
 PROTOCOLS = [("range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff")]  # subscription v0: topic "t"

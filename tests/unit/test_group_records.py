@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from minikafka.coordinator.group_records import (
+from minikafka.coordinator.group.records import (
     ControlMarker,
     GroupMetadataKey,
     GroupMetadataValue,

@@ -52,8 +52,8 @@ def test_partition_fields_exist_in_the_request_schemas():
 
 def test_internal_topic_names_match_the_coordinators():
     from minikafka.broker import state
-    from minikafka.coordinator.group_errors import OFFSETS_TOPIC
-    from minikafka.coordinator.txn_state_manager import TXN_TOPIC
+    from minikafka.coordinator.group.errors import OFFSETS_TOPIC
+    from minikafka.coordinator.txn.state_manager import TXN_TOPIC
     assert (state.OFFSETS_TOPIC, state.TXN_TOPIC) == (OFFSETS_TOPIC, TXN_TOPIC)
 
 
@@ -71,7 +71,7 @@ def test_partition_dir_names_parse_alike():
 
 
 LAZY = [
-    "minikafka.coordinator.group_coordinator", "minikafka.coordinator.txn_coordinator",
+    "minikafka.coordinator.group.coordinator", "minikafka.coordinator.txn.coordinator",
     "minikafka.storage.partition_log", "minikafka.protocol.record_validator",
     "minikafka.broker.handlers.produce", "minikafka.broker.handlers.fetch", "kafka.protocol.admin",
     "kafka.protocol.producer", "importlib.metadata", "minikafka.raft.core",

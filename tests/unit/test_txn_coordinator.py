@@ -1,4 +1,4 @@
-"""coordinator/txn_coordinator.py and txn_state_manager.py on real partition logs in a temp dir, with a
+"""coordinator/txn/coordinator.py and txn_state_manager.py on real partition logs in a temp dir, with a
 fake clock: epoch bumps and producer id rotation, KIP-360 resumption, the timeout reaper, transactional
 id expiry, replay of __transaction_state, loading in the background, marker retries."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from minikafka.broker.errors import error_code
 from minikafka.broker.topic_catalog import TopicCatalog
-from minikafka.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
-from minikafka.coordinator.txn_state import TxnState
-from minikafka.coordinator.txn_state_manager import TXN_TOPIC, CoordinatorUnavailable, TxnStateManager
+from minikafka.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
+from minikafka.coordinator.txn.state import TxnState
+from minikafka.coordinator.txn.state_manager import TXN_TOPIC, CoordinatorUnavailable, TxnStateManager
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_manager import LogManager
 

@@ -1,4 +1,4 @@
-"""coordinator/txn_state.py (the transaction state machine) and coordinator/txn_log.py (records of
+"""coordinator/txn/state.py (the transaction state machine) and coordinator/txn/log.py (records of
 __transaction_state, checked against bytes written by Apache Kafka 4.3.1)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from minikafka.coordinator.txn_log import (
+from minikafka.coordinator.txn.log import (
     decode_key,
     decode_value,
     encode_batch,
@@ -14,7 +14,7 @@ from minikafka.coordinator.txn_log import (
     encode_value,
     iter_records,
 )
-from minikafka.coordinator.txn_state import (
+from minikafka.coordinator.txn.state import (
     IllegalTxnTransition,
     TxnMetadata,
     TxnState,

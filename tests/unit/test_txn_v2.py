@@ -12,9 +12,9 @@ import pytest
 
 from minikafka.broker.errors import error_code
 from minikafka.broker.topic_catalog import TopicCatalog
-from minikafka.coordinator.txn_coordinator import EndTxnResult, TransactionCoordinator, TxnConfig
-from minikafka.coordinator.txn_log import decode_value, encode_value
-from minikafka.coordinator.txn_state import TxnState
+from minikafka.coordinator.txn.coordinator import EndTxnResult, TransactionCoordinator, TxnConfig
+from minikafka.coordinator.txn.log import decode_value, encode_value
+from minikafka.coordinator.txn.state import TxnState
 from minikafka.storage.errors import InvalidProducerEpochError
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_manager import LogManager

@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING, Any
 import kafka.errors as ke
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from minikafka.coordinator.group_errors import (
+from minikafka.coordinator.group.errors import (
     APPEND_ERRORS_GROUP,
     GROUP_MAX_SIZE_REACHED,
     INCONSISTENT_GROUP_PROTOCOL,
     NONE,
     AppendFailed,
 )
-from minikafka.coordinator.group_metadata import GroupError, GroupState, JoinResult, SyncResult
-from minikafka.coordinator.consumer import records as rec
-from minikafka.coordinator.consumer.model import Assignment, ClassicInfo, ConsumerGroup, ConsumerMember, MemberState, freeze
+from minikafka.coordinator.group.metadata import GroupError, GroupState, JoinResult, SyncResult
+from minikafka.coordinator.group.consumer import records as rec
+from minikafka.coordinator.group.consumer.model import Assignment, ClassicInfo, ConsumerGroup, ConsumerMember, MemberState, freeze
 
 if TYPE_CHECKING:
-    from minikafka.coordinator.group_metadata import ClassicGroup
+    from minikafka.coordinator.group.metadata import ClassicGroup
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class ClassicMembers:
     def maybe_downgrade(self, group: ConsumerGroup) -> None:
         """A consumer group whose members all speak the classic protocol becomes a classic group again
         (policy downgrade or bidirectional), which starts a rebalance: the members rejoin it."""
-        from minikafka.coordinator.group_metadata import ClassicGroup, Member
+        from minikafka.coordinator.group.metadata import ClassicGroup, Member
 
         settings = self.configs.settings_for(group.group_id)
         if settings.migration_policy not in ("downgrade", "bidirectional"):

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import kafka.errors as ke
 
-from minikafka.coordinator.group_errors import APPEND_ERRORS_GROUP, AppendFailed
-from minikafka.coordinator.group_metadata import GroupError
-from minikafka.coordinator.group_records import GroupMetadataKey, encode_group_metadata_key
-from minikafka.coordinator.consumer import records as rec
-from minikafka.coordinator.consumer.assignors import ASSIGNORS
-from minikafka.coordinator.consumer.classic_members import ClassicMembers
-from minikafka.coordinator.consumer.config import ConsumerGroupConfigs, ConsumerGroupSettings, GroupConfigSource
-from minikafka.coordinator.consumer.model import (
+from minikafka.coordinator.group.errors import APPEND_ERRORS_GROUP, AppendFailed
+from minikafka.coordinator.group.metadata import GroupError
+from minikafka.coordinator.group.records import GroupMetadataKey, encode_group_metadata_key
+from minikafka.coordinator.group.consumer import records as rec
+from minikafka.coordinator.group.consumer.assignors import ASSIGNORS
+from minikafka.coordinator.group.consumer.classic_members import ClassicMembers
+from minikafka.coordinator.group.consumer.config import ConsumerGroupConfigs, ConsumerGroupSettings, GroupConfigSource
+from minikafka.coordinator.group.consumer.model import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
@@ -38,11 +38,11 @@ from minikafka.coordinator.consumer.model import (
     MemberState,
     freeze,
 )
-from minikafka.coordinator.consumer.reconciliation import reconcile
-from minikafka.coordinator.consumer.regex import InvalidRegex, compile_topic_regex
+from minikafka.coordinator.group.consumer.reconciliation import reconcile
+from minikafka.coordinator.group.consumer.regex import InvalidRegex, compile_topic_regex
 
 if TYPE_CHECKING:
-    from minikafka.coordinator.group_coordinator import GroupCoordinator
+    from minikafka.coordinator.group.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Iterator
 
 from minikafka.protocol.record_batch import HEADER_SIZE, compute_crc
 
-from minikafka.coordinator.txn_state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState, TxnTransit
+from minikafka.coordinator.txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState, TxnTransit
 
 KEY_VERSION = 0  # CoordinatorRecordType TRANSACTION_LOG
 VALUE_VERSION = 1  # what Kafka 4.x writes

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
-from minikafka.coordinator.consumer.assignors import resolve_names
+from minikafka.coordinator.group.consumer.assignors import resolve_names
 
 INT_MAX = 2**31 - 1
 

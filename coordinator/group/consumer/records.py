@@ -16,8 +16,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Union
 
-from minikafka.coordinator.group_records import RecordFormatError, _Reader, _Writer
-from minikafka.coordinator.consumer.model import Assignment, ClassicInfo, ConsumerMember, MemberState, freeze
+from minikafka.coordinator.group.records import RecordFormatError, _Reader, _Writer
+from minikafka.coordinator.group.consumer.model import Assignment, ClassicInfo, ConsumerMember, MemberState, freeze
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 import kafka.errors as ke
 
-from minikafka.coordinator.group_errors import (
+from minikafka.coordinator.group.errors import (
     APPEND_ERRORS_GROUP,
     COORDINATOR_LOAD_IN_PROGRESS,
     NONE,
     AppendFailed,
 )
-from minikafka.coordinator.group_metadata import ClassicGroup, GroupError, GroupState, group_error
-from minikafka.coordinator.group_records import GroupMetadataKey, OffsetCommitKey, encode_group_metadata_key, encode_offset_commit_key
+from minikafka.coordinator.group.metadata import ClassicGroup, GroupError, GroupState, group_error
+from minikafka.coordinator.group.records import GroupMetadataKey, OffsetCommitKey, encode_group_metadata_key, encode_offset_commit_key
 
 log = logging.getLogger(__name__)
 

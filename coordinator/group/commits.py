@@ -7,7 +7,7 @@ from typing import Callable
 
 import kafka.errors as ke
 
-from minikafka.coordinator.group_errors import (
+from minikafka.coordinator.group.errors import (
     APPEND_ERRORS_COMMIT,
     APPEND_ERRORS_GROUP,
     GROUP_ID_NOT_FOUND,
@@ -19,9 +19,9 @@ from minikafka.coordinator.group_errors import (
     UNSTABLE_OFFSET_COMMIT,
     AppendFailed,
 )
-from minikafka.coordinator.group_metadata import ClassicGroup, GroupError, GroupState, group_error
-from minikafka.coordinator.group_offsets import OffsetAndMetadata
-from minikafka.coordinator.group_records import (
+from minikafka.coordinator.group.metadata import ClassicGroup, GroupError, GroupState, group_error
+from minikafka.coordinator.group.offsets import OffsetAndMetadata
+from minikafka.coordinator.group.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,

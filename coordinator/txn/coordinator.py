@@ -43,8 +43,8 @@ from typing import Any, Callable, NamedTuple
 import kafka.errors as ke
 
 from minikafka.coordinator.partitioning import partition_for
-from minikafka.coordinator.txn_markers import Marker, MarkerWriter
-from minikafka.coordinator.txn_state import (
+from minikafka.coordinator.txn.markers import Marker, MarkerWriter
+from minikafka.coordinator.txn.state import (
     SHORT_MAX,
     TV2,
     IllegalTxnTransition,
@@ -53,7 +53,7 @@ from minikafka.coordinator.txn_state import (
     TxnState,
     is_epoch_exhausted,
 )
-from minikafka.coordinator.txn_state_manager import TXN_TOPIC, CoordinatorUnavailable, TxnStateManager
+from minikafka.coordinator.txn.state_manager import TXN_TOPIC, CoordinatorUnavailable, TxnStateManager
 
 log = logging.getLogger(__name__)
 

@@ -21,15 +21,15 @@ from typing import Any, Awaitable, Callable, Iterable
 import kafka.errors as ke
 
 from minikafka.storage.partition_log import AppendOrigin
-from minikafka.coordinator.consumer.config import ConsumerGroupSettings
-from minikafka.coordinator.consumer.coordinator import ConsumerGroupCoordinator
-from minikafka.coordinator.group_admin import GroupAdmin
-from minikafka.coordinator.group_commits import GroupOffsets
-from minikafka.coordinator.group_errors import APPEND_ERRORS_GROUP, OFFSETS_TOPIC, AppendFailed
-from minikafka.coordinator.group_membership import GroupMembership
-from minikafka.coordinator.group_metadata import ClassicGroup, GroupError, GroupState, Member, group_error
-from minikafka.coordinator.group_offsets import OffsetAndMetadata, OffsetStore
-from minikafka.coordinator.group_records import (
+from minikafka.coordinator.group.consumer.config import ConsumerGroupSettings
+from minikafka.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
+from minikafka.coordinator.group.admin import GroupAdmin
+from minikafka.coordinator.group.commits import GroupOffsets
+from minikafka.coordinator.group.errors import APPEND_ERRORS_GROUP, OFFSETS_TOPIC, AppendFailed
+from minikafka.coordinator.group.membership import GroupMembership
+from minikafka.coordinator.group.metadata import ClassicGroup, GroupError, GroupState, Member, group_error
+from minikafka.coordinator.group.offsets import OffsetAndMetadata, OffsetStore
+from minikafka.coordinator.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -235,7 +235,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
     async def load_partition(self, partition: int, epoch: int) -> None:
         """This node became the leader of `partition` in leader epoch `epoch`: replay it (requests for its
         groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile) and coordinate its groups."""
-        from minikafka.coordinator.group_loader import load_partition
+        from minikafka.coordinator.group.loader import load_partition
         if self.owned is None:
             return
         current = self.owned.get(partition)
@@ -277,7 +277,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         self._append_end.pop(partition, None)
         for group_id in [g for g in self._group_end if self.partition_for(g) == partition]:
             del self._group_end[group_id]
-        from minikafka.coordinator.group_metadata import JoinResult, SyncResult
+        from minikafka.coordinator.group.metadata import JoinResult, SyncResult
         not_coordinator = ke.NotCoordinatorError.errno
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from minikafka.coordinator.group_errors import (
+from minikafka.coordinator.group.errors import (
     COORDINATOR_NOT_AVAILABLE,
     GROUP_MAX_SIZE_REACHED,
     ILLEGAL_GENERATION,
@@ -20,7 +20,7 @@ from minikafka.coordinator.group_errors import (
     UNKNOWN_MEMBER_ID,
     AppendFailed,
 )
-from minikafka.coordinator.group_metadata import ClassicGroup, GroupError, GroupState, JoinResult, Member, SyncResult
+from minikafka.coordinator.group.metadata import ClassicGroup, GroupError, GroupState, JoinResult, Member, SyncResult
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Callable
 
-from minikafka.coordinator.consumer.model import Assignment, ConsumerMember, MemberState, freeze
+from minikafka.coordinator.group.consumer.model import Assignment, ConsumerMember, MemberState, freeze
 
 OwnerOf = Callable[[uuid.UUID, int], "str | None"]
 

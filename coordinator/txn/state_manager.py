@@ -23,7 +23,7 @@ from minikafka.protocol.record_batch import iter_headers
 from minikafka.storage.producer_state import AppendOrigin
 
 from minikafka.coordinator.partitioning import partition_for
-from minikafka.coordinator.txn_log import (
+from minikafka.coordinator.txn.log import (
     VALUE_VERSION,
     TxnLogFormatError,
     decode_key,
@@ -33,7 +33,7 @@ from minikafka.coordinator.txn_log import (
     encode_value,
     iter_records,
 )
-from minikafka.coordinator.txn_state import TxnMetadata, TxnState, TxnTransit
+from minikafka.coordinator.txn.state import TxnMetadata, TxnState, TxnTransit
 
 log = logging.getLogger(__name__)
 

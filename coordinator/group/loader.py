@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 from minikafka.protocol.record_batch import iter_headers
-from minikafka.coordinator.consumer import records as consumer_records
-from minikafka.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
-from minikafka.coordinator.group_records import (
+from minikafka.coordinator.group.consumer import records as consumer_records
+from minikafka.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from minikafka.coordinator.group.records import (
     ControlMarker,
     GroupMetadataKey,
     OffsetCommitKey,
