@@ -80,7 +80,7 @@ class BrokerProc:
     def _start_minikafka(self, timeout: float) -> None:
         data = self.work_dir / "data"
         data.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "minikafka.broker.cli", "serve", "--log-level", "warning",
+        args = [sys.executable, "-m", "minikafka.broker.cli.main", "serve", "--log-level", "warning",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--override", f"log.dirs={data}"]
         for k, v in MINIKAFKA_OVERRIDES.items():
             args += ["--override", f"{k}={v}"]
@@ -156,7 +156,7 @@ def describe_configs() -> list[str]:
         f"JVM options of Kafka's start scripts: `{kafka}` (no GC log, no JMX); {props} (Kafka's defaults); "
         "replication factors 1, `group.initial.rebalance.delay.ms=0`. A fresh Kafka's start-to-ready "
         "includes `kafka-storage format` (a separate short JVM), as a fresh CI broker needs it.",
-        f"* minikafka: `python -m minikafka.broker.cli serve` with defaults; overrides besides "
+        f"* minikafka: `python -m minikafka.broker.cli.main serve` with defaults; overrides besides "
         f"listeners/log.dirs: {mk}; its modules byte-compiled before the run (.pyc, as `pip install` "
         "and the Docker image have them).",
     ]

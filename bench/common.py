@@ -22,7 +22,7 @@ def minikafka(overrides: dict[str, str] | None = None) -> Iterator[tuple[str, su
     """Yields (bootstrap, process, seconds from spawn until the port accepts connections)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="mk-bench-") as data:
-        args = [sys.executable, "-m", "minikafka.broker.cli", "serve", "--log-level", "warning",
+        args = [sys.executable, "-m", "minikafka.broker.cli.main", "serve", "--log-level", "warning",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data}"]
         for k, v in (overrides or {}).items():
             args += ["--override", f"{k}={v}"]

@@ -38,7 +38,7 @@ def free_port() -> int:
 
 def start(tree: Path, data: Path, metrics_port: int | None) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    args = [sys.executable, "-m", "minikafka.broker.cli", "serve", "--log-level", "warning",
+    args = [sys.executable, "-m", "minikafka.broker.cli.main", "serve", "--log-level", "warning",
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data}"]
     if metrics_port:
         args += ["--metrics-listener", f"http://127.0.0.1:{metrics_port}"]

@@ -104,7 +104,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="repeat each measurement, report the median")
     args = ap.parse_args()
     if not args.bootstrap:  # which broker code the subprocess imports (PYTHONPATH may point elsewhere)
-        where = subprocess.run([sys.executable, "-c", "import minikafka.broker.cli as m; print(m.__file__)"],
+        where = subprocess.run([sys.executable, "-c", "import minikafka.broker.cli.main as m; print(m.__file__)"],
                                capture_output=True, text=True).stdout.strip()
         print(f"broker code: {where}")
     for parts in (int(x) for x in args.partitions.split(",")):

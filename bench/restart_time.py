@@ -79,7 +79,7 @@ class Conn:
 
 
 def start(port: int, data: str, segment_bytes: int) -> tuple[subprocess.Popen, float]:
-    args = [sys.executable, "-m", "minikafka.broker.cli", "serve", "--log-level", "info",
+    args = [sys.executable, "-m", "minikafka.broker.cli.main", "serve", "--log-level", "info",
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data}",
             "--override", f"log.segment.bytes={segment_bytes}"]
     t0 = time.monotonic()

@@ -68,7 +68,7 @@ while True:
 
 
 def broker_command(python: str, port: int, data: str) -> list[str]:
-    return [python, "-m", "minikafka.broker.cli", "serve", "--log-level", "warning",
+    return [python, "-m", "minikafka.broker.cli.main", "serve", "--log-level", "warning",
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data}/data"]
 
 
@@ -142,7 +142,7 @@ def markdown(results: dict[str, dict[str, float]], runs: int) -> str:
     for name, r in results.items():
         rows.append(f"| {name} | {r['wall_median']:.0f} ({r['wall_min']:.0f}–{r['wall_max']:.0f}) "
                     f"| {r['cpu_median']:.0f} |")
-    return (f"Spawn of `python -m minikafka.broker.cli serve` (empty data dir) to the first answered "
+    return (f"Spawn of `python -m minikafka.broker.cli.main serve` (empty data dir) to the first answered "
             f"ApiVersions request, {runs} runs after one discarded; `python -m bench.startup --runs {runs}`. "
             f"The floors are servers that answer the probe with fixed bytes once they listen, after importing "
             f"what their name says, with the installed venv's interpreter.\n\n" + "\n".join(rows))

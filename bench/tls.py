@@ -53,7 +53,7 @@ def minikafka(work: Path, certs: dict[str, Path]) -> Iterator[tuple[dict[str, st
     plain, tls = free_port(), free_port()
     props = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}", "log.dirs": str(work / "mk-data"),
              "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs["pem"])}
-    args = [sys.executable, "-m", "minikafka.broker.cli", "serve", "--log-level", "warning"]
+    args = [sys.executable, "-m", "minikafka.broker.cli.main", "serve", "--log-level", "warning"]
     for k, v in props.items():
         args += ["--override", f"{k}={v}"]
     log = open(work / "minikafka.log", "ab")

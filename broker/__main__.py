@@ -1,5 +1,5 @@
 import sys
 
-from minikafka.broker.cli import main
+from minikafka.broker.cli.main import main
 
 sys.exit(main())

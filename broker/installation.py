@@ -17,15 +17,20 @@ PACKAGES = (
     "minikafka.protocol",
     "minikafka.protocol.schemas",
     "minikafka.storage",
+    "minikafka.raft",
+    "minikafka.metadata",
     "minikafka.coordinator",
     "minikafka.coordinator.group",
     "minikafka.coordinator.group.consumer",
     "minikafka.coordinator.txn",
-    "minikafka.raft",
-    "minikafka.metadata",
     "minikafka.broker",
+    "minikafka.broker.network",
+    "minikafka.broker.config",
+    "minikafka.broker.security",
+    "minikafka.broker.security.sasl",
+    "minikafka.broker.ops",
+    "minikafka.broker.cli",
     "minikafka.broker.handlers",
-    "minikafka.broker.sasl",
     "minikafka.broker.cluster",
     "minikafka.broker.replication",
     "minikafka.pipelines",
@@ -84,13 +89,13 @@ CLUSTER_MODULES = (
     "minikafka.broker.replication.alter_partition",
     "minikafka.broker.replication.fetcher",
     "minikafka.broker.replication.replica_manager",
-    "minikafka.broker.coordinator_failover",
+    "minikafka.broker.cluster.coordinator_failover",
 )
 
 
 def handler_modules(quorum: bool = False) -> list[str]:
     """The handler modules of the broker listeners, and of the controller listeners of a quorum node."""
-    from minikafka.broker.registry import API_TABLE, CONTROLLER_API_TABLE, QUORUM_BROKER_API_TABLE, module_name
+    from minikafka.broker.network.registry import API_TABLE, CONTROLLER_API_TABLE, QUORUM_BROKER_API_TABLE, module_name
     tables = [API_TABLE, QUORUM_BROKER_API_TABLE, CONTROLLER_API_TABLE] if quorum else [API_TABLE]
     return list(dict.fromkeys(module_name(e) for table in tables for _key, e in sorted(table.items())))
 

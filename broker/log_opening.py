@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple
 
 if TYPE_CHECKING:
     from minikafka.storage.log_manager import LogManager
-    from minikafka.broker.context import RequestContext
-    from minikafka.broker.registry import Handler
+    from minikafka.broker.network.context import RequestContext
+    from minikafka.broker.network.registry import Handler
     from minikafka.broker.state import BrokerState
 
 log = logging.getLogger(__name__)

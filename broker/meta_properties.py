@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from minikafka.broker.config import ConfigError, parse_properties
+from minikafka.broker.config.core import ConfigError, parse_properties
 from minikafka.raft.config import new_cluster_id
 
 log = logging.getLogger(__name__)

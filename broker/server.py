@@ -2,7 +2,7 @@
 
 Start-up does as little as it can before the port accepts: read the config and the topic catalog,
 list the partition directories (logs open on first use, storage/log_manager.py), import the handlers
-of ApiVersions and Metadata only (broker/registry.py). Everything else is loaded afterwards, while
+of ApiVersions and Metadata only (broker/network/registry.py). Everything else is loaded afterwards, while
 clients are served (broker/warmup.py).
 
 Shutdown (SIGTERM/SIGINT) is bounded: listeners close, every connection is aborted and its in-flight
@@ -23,9 +23,9 @@ import threading
 import time
 
 from minikafka import __version__
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.connection_registry import ConnectionRegistry
-from minikafka.broker.registry import import_eager_handlers
+from minikafka.broker.config.core import BrokerConfig
+from minikafka.broker.network.connection_registry import ConnectionRegistry
+from minikafka.broker.network.registry import import_eager_handlers
 from minikafka.broker.state import BrokerState
 
 import_eager_handlers()  # ApiVersions, Metadata; every other handler module loads on first use or in warm_up
@@ -64,7 +64,7 @@ class Broker:
         tls_contexts = self._tls_contexts()  # keystores first: a bad one fails start-up before anything opens
         peers = self._peer_factory()  # the client side of the inter-broker / controller listeners, as early
         await self._start_admin()
-        from minikafka.broker.sasl.errors import CredentialStoreError
+        from minikafka.broker.security.sasl.errors import CredentialStoreError
         try:
             self.state = BrokerState(self.config)
         except CredentialStoreError as exc:
@@ -85,7 +85,7 @@ class Broker:
             tls = tls_contexts.get(listener.name)
             factory = self.connections.factory(self.state, listener.name, tls=tls)
             if tls is not None:
-                from minikafka.broker.tls import tls_protocol_factory
+                from minikafka.broker.security.tls import tls_protocol_factory
                 factory = tls_protocol_factory(loop, factory, tls, self.config.ssl_handshake_timeout_ms / 1000)
             try:
                 sock = _bound_socket(listener.host, listener.port)
@@ -143,13 +143,13 @@ class Broker:
                                f"the configured role needs are missing ({shown}); reinstall minikafka")
 
     def _tls_contexts(self) -> dict:
-        """A TLS context per SSL / SASL_SSL listener (broker/tls.py); StartupError if one cannot be built."""
-        from minikafka.broker.config import TLS_SECURITY_PROTOCOLS, ConfigError
+        """A TLS context per SSL / SASL_SSL listener (broker/security/tls.py); StartupError if one cannot be built."""
+        from minikafka.broker.config.core import TLS_SECURITY_PROTOCOLS, ConfigError
         out = {}
         for listener in self.config.listeners:
             protocol = self.config.security_protocols.get(listener.name, "PLAINTEXT")
             if protocol in TLS_SECURITY_PROTOCOLS:
-                from minikafka.broker.tls import build_listener_tls, listener_ssl_props
+                from minikafka.broker.security.tls import build_listener_tls, listener_ssl_props
                 try:
                     out[listener.name] = build_listener_tls(
                         listener_ssl_props(self.config.get, listener.name, protocol), listener.name)
@@ -158,12 +158,12 @@ class Broker:
         return out
 
     def _peer_factory(self):
-        """broker/peer_security.py's PeerFactory of a cluster node (None alone); StartupError if a side
+        """broker/security/peer_security.py's PeerFactory of a cluster node (None alone); StartupError if a side
         (TLS client context, SASL mechanism, JAAS credentials) cannot be built."""
         if self.config.quorum is None:
             return None
-        from minikafka.broker.config import ConfigError
-        from minikafka.broker.peer_security import peer_factory
+        from minikafka.broker.config.core import ConfigError
+        from minikafka.broker.security.peer_security import peer_factory
         try:
             return peer_factory(self.config)
         except ConfigError as exc:
@@ -198,12 +198,12 @@ class Broker:
         attach(state)  # ACLs, SCRAM credentials, dynamic broker configs from the metadata image
 
     async def _start_admin(self) -> None:
-        """The HTTP admin listener (broker/admin_http.py), first: a taken port fails start-up early."""
+        """The HTTP admin listener (broker/ops/admin_http.py), first: a taken port fails start-up early."""
         url = self.config.get("minikafka.metrics.listener").strip()
         if not url:
             return
-        from minikafka.broker.admin_http import AdminContext, AdminHttpServer, parse_listener
-        from minikafka.broker import faults  # noqa: F401  (registers /faults; it answers 403 unless faults are enabled)
+        from minikafka.broker.ops.admin_http import AdminContext, AdminHttpServer, parse_listener
+        from minikafka.broker.ops import faults
         host, port = parse_listener(url)
         ctx = AdminContext(None, lambda: self.ready)  # type: ignore[arg-type]  # state follows at once
         server = AdminHttpServer(ctx, host, port)

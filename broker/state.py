@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 from minikafka.storage.log_manager import LogManager
 from minikafka.broker.append_notifier import AppendNotifier
-from minikafka.broker.authorizer import build_authorizer
-from minikafka.broker.config import BrokerConfig, Listener
-from minikafka.broker.dynamic_config import DynamicBrokerConfig
-from minikafka.broker.features import FEATURES_FILE, FeatureState
+from minikafka.broker.security.authorizer import build_authorizer
+from minikafka.broker.config.core import BrokerConfig, Listener
+from minikafka.broker.config.dynamic import DynamicBrokerConfig
+from minikafka.broker.config.features import FEATURES_FILE, FeatureState
 from minikafka.broker.meta_properties import ensure_meta
-from minikafka.broker.memory_pool import MemoryPool, pool_capacity
-from minikafka.broker.metrics import BrokerMetrics
-from minikafka.broker.sasl.errors import CREDENTIALS_FILE
+from minikafka.broker.network.memory_pool import MemoryPool, pool_capacity
+from minikafka.broker.ops.metrics import BrokerMetrics
+from minikafka.broker.security.sasl.errors import CREDENTIALS_FILE
 from minikafka.broker.topic_catalog import DEFAULT_MAX_PARTITIONS_PER_REQUEST, TopicCatalog, TopicInfo
 
 if TYPE_CHECKING:
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from minikafka.coordinator.txn.producer_ids import ProducerIdManager
     from minikafka.coordinator.txn.coordinator import TransactionCoordinator
     from minikafka.storage.partition_log import PartitionLog
-    from minikafka.broker.group_configs import GroupConfigStore
-    from minikafka.broker.sasl.credentials import ScramCredentialStore
+    from minikafka.broker.config.group_configs import GroupConfigStore
+    from minikafka.broker.security.sasl.credentials import ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,11 @@ class BrokerState:
         # an unreadable file refuses start-up rather than looking like "no users"
         self._scram_credentials = None
         if in_cluster:
-            from minikafka.broker.sasl.credentials import ScramCredentialStore
+            from minikafka.broker.security.sasl.credentials import ScramCredentialStore
             self._scram_credentials = ScramCredentialStore(config.log_dirs[0])
         elif (config.log_dirs[0] / CREDENTIALS_FILE).exists():
             self._scram_credentials = self.scram_credentials  # noqa: the property loads it
-        # None without authorizer.class.name: handlers then skip every check (broker/authorizer.py)
+        # None without authorizer.class.name: handlers then skip every check (broker/security/authorizer.py)
         self.authorizer = build_authorizer(config, config.log_dirs[0])
         self.notifier = AppendNotifier()
         self.logs = LogManager(config.log_dirs, config.log_config)
@@ -96,14 +96,14 @@ class BrokerState:
         self.metrics = BrokerMetrics()  # traffic counters; the rest of /metrics is read at scrape time
         self.faults = None  # broker/faults.FaultEngine when minikafka.faults.enable=true (tests only)
         if config.get("minikafka.faults.enable").strip().lower() == "true":
-            from minikafka.broker.faults import FaultEngine
+            from minikafka.broker.ops.faults import FaultEngine
             self.faults = FaultEngine(self)
 
     @property
     def group_configs(self) -> "GroupConfigStore":
-        """Per-group config overrides (broker/group_configs.py), read from the log dir on first use."""
+        """Per-group config overrides (broker/config/group_configs.py), read from the log dir on first use."""
         if self._group_configs is None:
-            from minikafka.broker.group_configs import GroupConfigStore
+            from minikafka.broker.config.group_configs import GroupConfigStore
             store = GroupConfigStore(self.config, self.config.log_dirs[0])
             store.load()
             self._group_configs = store
@@ -175,10 +175,10 @@ class BrokerState:
     @property
     def coordinator_failover(self):
         """On a cluster (cluster runtime and replica manager in place): the coordinators' wiring to
-        partition leadership (broker/coordinator_failover.py); None on a single node."""
+        partition leadership (broker/cluster/coordinator_failover.py); None on a single node."""
         if self._failover is None and getattr(self, "replicas", None) is not None \
                 and getattr(self, "cluster", None) is not None:
-            from minikafka.broker.coordinator_failover import CoordinatorFailover
+            from minikafka.broker.cluster.coordinator_failover import CoordinatorFailover
             self._failover = CoordinatorFailover(self)
         return self._failover
 
@@ -221,7 +221,7 @@ class BrokerState:
     def scram_credentials(self) -> "ScramCredentialStore":
         """The SCRAM credential store, read when the file exists at start-up, else on first use."""
         if self._scram_credentials is None:
-            from minikafka.broker.sasl.credentials import ScramCredentialStore
+            from minikafka.broker.security.sasl.credentials import ScramCredentialStore
             self._scram_credentials = ScramCredentialStore(self.config.log_dirs[0]).load()
         return self._scram_credentials
 

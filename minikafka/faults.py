@@ -1,4 +1,4 @@
-"""Client of a broker's fault injection (`/faults` on its admin HTTP listener; broker/faults.py).
+"""Client of a broker's fault injection (`/faults` on its admin HTTP listener; broker/ops/faults.py).
 
     faults = FaultsClient("http://127.0.0.1:9644")      # or MiniKafka(faults=True).faults
     rule_id = faults.inject(api="Produce", error="NOT_LEADER_OR_FOLLOWER", topic="orders", times=3)
@@ -53,7 +53,7 @@ class FaultsClient:
     def inject(self, api: str, error: str | None = None, disconnect: str | None = None, delay_ms: int | None = None,
                times: int = 1, topic: str | None = None, partition: int | None = None,
                transactional_id: str | None = None, group_id: str | None = None) -> int:
-        """Add a rule (see broker/faults.py); returns its id."""
+        """Add a rule (see broker/ops/faults.py); returns its id."""
         rule = {"api": api, "error": error, "disconnect": disconnect, "delay_ms": delay_ms, "times": times,
                 "topic": topic, "partition": partition, "transactional_id": transactional_id, "group_id": group_id}
         return self._call("POST", {k: v for k, v in rule.items() if v is not None})["id"]

@@ -110,11 +110,11 @@ def minikafka_command() -> list[str]:
 
     `$MINIKAFKA_EXECUTABLE` when set: an installed `minikafka` entry point (e.g. a wheel's virtualenv, as
     `make test` uses), run as it is, with nothing of the caller's import path. Otherwise this interpreter
-    with `-m minikafka.broker.cli`, importing the same `minikafka` the caller imported."""
+    with `-m minikafka.broker.cli.main`, importing the same `minikafka` the caller imported."""
     exe = os.environ.get("MINIKAFKA_EXECUTABLE")
     if exe:
         return [exe]
-    return [sys.executable, "-m", "minikafka.broker.cli"]
+    return [sys.executable, "-m", "minikafka.broker.cli.main"]
 
 
 def subprocess_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -295,7 +295,7 @@ class MiniKafka:
             raise MiniKafkaError("this MiniKafka was closed")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self._sasl_users:  # SCRAM credentials for the SASL users (once; later starts keep the file)
-            from minikafka.broker.sasl.bootstrap import add_scram_credentials
+            from minikafka.broker.security.sasl.bootstrap import add_scram_credentials
             add_scram_credentials(self.data_dir, [f'{mech}=[name="{user}",password="{password}"]'
                                                   for user, password in self._sasl_users.items()
                                                   for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")])

@@ -10,7 +10,7 @@ of the request: one already at EOF is replaced before sending, and one that ends
 of the answer is retried once on a fresh connection (the old peer never answered, so it was not there
 to act on the request).
 
-Security (`PeerSecurity`, built from the broker config by broker/peer_security.py): on an SSL / SASL_SSL
+Security (`PeerSecurity`, built from the broker config by broker/security/peer_security.py): on an SSL / SASL_SSL
 listener the connection is TLS with the given client context; on a SASL listener every new connection
 first authenticates (SaslHandshake v1, then SaslAuthenticate v2 rounds with kafka-python's PLAIN /
 SCRAM client mechanisms) before the request goes out. A refused TLS handshake or failed

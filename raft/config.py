@@ -1,5 +1,5 @@
 """The metadata quorum's own configuration: the voters and timeouts a node runs Raft with (Kafka's
-controller.quorum.* keys, parsed by the broker's config, broker/config.py), and Kafka's cluster id format."""
+controller.quorum.* keys, parsed by the broker's config, broker/config/core.py), and Kafka's cluster id format."""
 from __future__ import annotations
 
 import base64

@@ -19,7 +19,7 @@ from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, CreateT
                                   DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse)
 from kafka.protocol.consumer import ListOffsetsRequest
 
-from minikafka.broker import acl as A
+from minikafka.broker.security import acl as A
 from tests.helpers import RawClient, build_batch, produce_raw
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

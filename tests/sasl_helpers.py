@@ -22,7 +22,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
                                  SaslHandshakeResponse)
 
-from minikafka.broker.sasl.scram import ScramClient, salted_password
+from minikafka.broker.security.sasl.scram import ScramClient, salted_password
 from minikafka.testing import MiniKafka, free_port, minikafka_command, subprocess_env
 from tests.conftest import ROOT, broker_kind
 from tests.helpers import RawClient

@@ -79,7 +79,7 @@ async def forward_delete_acls(state: "BrokerState", req: Any, version: int, n: i
         R = DeleteAclsResponse.DeleteAclsFilterResult
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
             R(error_code=resp[0], error_message=resp[1], matching_acls=[]) for _ in range(n)])
-    from minikafka.broker.acl import AclBinding
+    from minikafka.broker.security.acl import AclBinding
     gone = [AclBinding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
                        m.permission_type) for f in resp.filter_results for m in f.matching_acls]
     store = state.authorizer.store
@@ -89,7 +89,7 @@ async def forward_delete_acls(state: "BrokerState", req: Any, version: int, n: i
 
 async def forward_scram(state: "BrokerState", req: Any, who: ForwardedFor | None = None
                         ) -> AlterUserScramCredentialsResponse:
-    from minikafka.broker.sasl.scram import MECHANISM_BY_TYPE
+    from minikafka.broker.security.sasl.scram import MECHANISM_BY_TYPE
     resp = await _forward(state, req, 0, AlterUserScramCredentialsResponse, lambda r: r.results, who)
     if isinstance(resp, tuple):
         R = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult

@@ -27,7 +27,7 @@ from minikafka.metadata.image import MetadataImage
 from minikafka.protocol.peer_client import PeerClient, PeerError
 
 if TYPE_CHECKING:
-    from minikafka.broker.peer_security import PeerFactory
+    from minikafka.broker.security.peer_security import PeerFactory
     from minikafka.raft.driver import QuorumDriver
     from minikafka.broker.state import BrokerState
     from minikafka.metadata.active_controller import ActiveController
@@ -65,11 +65,11 @@ def _top_level_not_controller(resp: Any) -> bool:
 
 class ClusterRuntime:
     def __init__(self, state: "BrokerState", driver: "QuorumDriver", peer_factory: "PeerFactory | None" = None) -> None:
-        from minikafka.broker.peer_security import PeerFactory
+        from minikafka.broker.security.peer_security import PeerFactory
         self.state = state
         self.driver = driver
         # every connection to another node (controller requests, replica fetches, coordinator lookups) comes
-        # from here: the controller / inter-broker listener's TLS and SASL (broker/peer_security.py)
+        # from here: the controller / inter-broker listener's TLS and SASL (broker/security/peer_security.py)
         self.peer_factory = peer_factory or PeerFactory()
         self.node_id = state.node_id
         config = state.config
@@ -85,7 +85,7 @@ class ClusterRuntime:
         self.lifecycle_timeout_s = max(0.2, min(driver.quorum.request_timeout_ms / 1000, session_s / 3))
         self.controller_timeout_s = 30.0
         names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
-        resolved = self.peer_factory.inter_broker_listener  # broker/peer_security.py, checked at start-up
+        resolved = self.peer_factory.inter_broker_listener  # broker/security/peer_security.py, checked at start-up
         self.inter_broker_listener: str = resolved if resolved in names or not names else names[0]
         self._listeners: list[Listener] = []
         self._security_changed = True  # an ACL / SCRAM / broker config record committed since the last flush (first: load)

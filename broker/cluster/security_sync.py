@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING
 
-from minikafka.broker.acl import AclBinding
-from minikafka.broker.sasl.scram import ScramCredential
+from minikafka.broker.security.acl import AclBinding
+from minikafka.broker.security.sasl.scram import ScramCredential
 
 if TYPE_CHECKING:
     from minikafka.metadata.image import MetadataImage
@@ -57,7 +57,7 @@ def bootstrap_credentials(state: "BrokerState"):
     """The active controller's activation step: the SCRAM credentials formatted into this node's data
     dir (`minikafka storage format --add-scram`, read now, at start-up) go into the metadata log once
     per cluster, with BootstrapDone (Kafka: the bootstrap checkpoint's UserScramCredentialRecords)."""
-    from minikafka.broker.sasl.credentials import ScramCredentialStore
+    from minikafka.broker.security.sasl.credentials import ScramCredentialStore
     b64 = lambda data: base64.b64encode(data).decode("ascii")  # noqa: E731
     creds = ScramCredentialStore(state.config.log_dirs[0]).load().users()
     records = [(user, mech, b64(c.salt), b64(c.stored_key), b64(c.server_key), c.iterations)

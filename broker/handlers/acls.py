@@ -17,12 +17,12 @@ import kafka.errors as ke
 from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
                                   DescribeAclsRequest, DescribeAclsResponse)
 
-from minikafka.broker import acl as A
-from minikafka.broker.acl import AclBinding, AclFilter, InvalidAclError
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.connection import CloseConnection
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl as A
+from minikafka.broker.security.acl import AclBinding, AclFilter, InvalidAclError
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.connection import CloseConnection
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 CLUSTER_DENIED = ke.ClusterAuthorizationFailedError.errno
 SECURITY_DISABLED = ke.SecurityDisabledError.errno

@@ -6,10 +6,10 @@ import kafka.errors as ke
 
 from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.txn_common import durable, for_version
 
 FENCED_SINCE = 2

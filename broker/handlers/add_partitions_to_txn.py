@@ -8,10 +8,10 @@ import kafka.errors as ke
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from minikafka.coordinator.txn.coordinator import TransactionCoordinator
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorize_cluster, authorized_names
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorize_cluster, authorized_names
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.state import BrokerState
 from minikafka.broker.handlers.common import INTERNAL_TOPICS
 from minikafka.broker.handlers.txn_common import OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, durable, for_version, unknown_partitions

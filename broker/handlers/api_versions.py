@@ -1,5 +1,5 @@
 """ApiVersions: advertises exactly the dispatch table, plus the supported and finalized feature
-versions (v3+, broker/features.py). As Kafka does (KIP-1022), requests below v4 are not told about
+versions (v3+, broker/config/features.py). As Kafka does (KIP-1022), requests below v4 are not told about
 supported features whose range starts at 0: older clients assumed a minimum of 1."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from minikafka.broker.connection import api_versions_list
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.network.connection import api_versions_list
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 # Kafka ApiVersionsRequest.isValid (v3+): client software name and version must match this, else
 # INVALID_REQUEST with an empty api_keys list (ApiVersionsRequest.getErrorResponse)

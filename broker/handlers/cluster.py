@@ -6,10 +6,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster, authorized_operations
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster, authorized_operations
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 BROKERS_ENDPOINT = 1
 CONTROLLERS_ENDPOINT = 2

@@ -1,8 +1,8 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC, BROKER and GROUP resources.
 
-BROKER resources are the dynamic broker configs (broker/dynamic_config.py): "" is the cluster-wide
+BROKER resources are the dynamic broker configs (broker/config/dynamic.py): "" is the cluster-wide
 default, our node id the per-broker layer. GROUP resources are the group configs
-(broker/group_configs.py). Sources and synonyms are reported as Kafka's ConfigHelper does.
+(broker/config/group_configs.py). Sources and synonyms are reported as Kafka's ConfigHelper does.
 """
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ from kafka.protocol.admin import (
 )
 
 from minikafka.storage.log_config import LogConfig
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.dynamic_config import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.config.dynamic import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
 from minikafka.broker.errors import error_code, error_message
-from minikafka.broker.kafka_broker_keys import TYPE_IDS, config_type_id
-from minikafka.broker.registry import handles
+from minikafka.broker.config.kafka_keys import TYPE_IDS, config_type_id
+from minikafka.broker.network.registry import handles
 from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
 from minikafka.broker.state import BrokerState
 

@@ -15,11 +15,11 @@ from minikafka.protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from minikafka.broker import acl
-from minikafka.broker.authorized_operations import bitfield
-from minikafka.broker.authorizer import authorize, authorized_names, authorized_operations
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorized_operations import bitfield
+from minikafka.broker.security.authorizer import authorize, authorized_names, authorized_operations
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.groups import client_host
 
 HbTopicPartitions = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions

@@ -26,10 +26,10 @@ from minikafka.metadata.controller import ControllerError
 from minikafka.protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
                                   AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
                                   BrokerRegistrationRequest, BrokerRegistrationResponse)
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
 
 log = logging.getLogger(__name__)

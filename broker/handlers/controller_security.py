@@ -20,12 +20,12 @@ from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, DeleteA
                                   IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
 from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 
-from minikafka.broker import acl as A
-from minikafka.broker.acl import AclBinding, AclFilter, InvalidAclError, validate_new_acl
-from minikafka.broker.authorizer import authorize, authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.dynamic_config import ConfigRequestError
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl as A
+from minikafka.broker.security.acl import AclBinding, AclFilter, InvalidAclError, validate_new_acl
+from minikafka.broker.security.authorizer import authorize, authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.config.dynamic import ConfigRequestError
+from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.controller import INVALID_REQUEST, NOT_CONTROLLER, _active, _run
 
 BROKER_CONFIG = 4

@@ -5,10 +5,10 @@ import kafka.errors as ke
 
 from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorized_names
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorized_names
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 Result = DeleteGroupsResponse.DeletableGroupResult
 

@@ -5,11 +5,11 @@ import kafka.errors as ke
 
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorized_names
-from minikafka.broker.context import RequestContext
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorized_names
+from minikafka.broker.network.context import RequestContext
 from minikafka.broker.errors import error_code
-from minikafka.broker.registry import handles
+from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.common import INTERNAL_TOPICS, INVALID_TOPIC, lookup_partition
 
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult

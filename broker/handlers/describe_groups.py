@@ -6,10 +6,10 @@ import kafka.errors as ke
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
 from minikafka.coordinator.group.metadata import GroupError
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorized_operations
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorized_operations
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 DescribedGroup = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribedGroup.DescribedGroupMember

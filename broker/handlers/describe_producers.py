@@ -4,10 +4,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
 from minikafka.broker.handlers.common import lookup_partition
 

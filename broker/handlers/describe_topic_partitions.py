@@ -13,11 +13,11 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 
-from minikafka.broker.authorized_operations import TOPIC_OPERATIONS, bitfield
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorized_names, authorized_operations
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security.authorized_operations import TOPIC_OPERATIONS, bitfield
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorized_names, authorized_operations
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
 from minikafka.broker.handlers.common import INTERNAL_TOPICS, LEADER_EPOCH, ZERO_UUID
 

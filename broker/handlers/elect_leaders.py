@@ -13,10 +13,10 @@ from typing import Callable
 
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 ELECTION_NOT_NEEDED = 84

@@ -18,10 +18,10 @@ from minikafka.protocol.envelope import (EnvelopeError, address_from_bytes, inne
                                   principal_from_bytes)
 from minikafka.protocol.headers import HeaderError, peek_header
 from minikafka.protocol.messages import EnvelopeRequest, EnvelopeResponse
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles, spec_for
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles, spec_for
 
 CLUSTER_AUTHORIZATION_FAILED = ke.ClusterAuthorizationFailedError.errno
 PRINCIPAL_DESERIALIZATION_FAILURE = 97

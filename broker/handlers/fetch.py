@@ -29,12 +29,12 @@ from minikafka.protocol.record_batch import iter_headers
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.partition_log import PartitionLog
 from minikafka.storage.segment import LogRange
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster, authorized_names
-from minikafka.broker.context import RequestContext
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster, authorized_names
+from minikafka.broker.network.context import RequestContext
 from minikafka.broker.errors import error_code
-from minikafka.broker.registry import handles
-from minikafka.broker.response import EncodedBody, FileSlice
+from minikafka.broker.network.registry import handles
+from minikafka.broker.network.response import EncodedBody, FileSlice
 from minikafka.broker.state import BrokerState
 from minikafka.broker.handlers.common import leader_epoch_error, topic_name_for_id
 

@@ -12,10 +12,10 @@ import logging
 import kafka.errors as ke
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 log = logging.getLogger(__name__)
 GROUP, TRANSACTION = 0, 1

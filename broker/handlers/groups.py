@@ -15,10 +15,10 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 JoinMember = JoinGroupResponse.JoinGroupResponseMember
 GROUP_DENIED = ke.GroupAuthorizationFailedError.errno  # every API here needs READ on the group

@@ -5,10 +5,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorize_by_resource_type, authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorize_by_resource_type, authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 
 @handles(InitProducerIdRequest, InitProducerIdResponse, 0, 5)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster, authorized_names
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster, authorized_names
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 ListedGroup = ListGroupsResponse.ListedGroup
 

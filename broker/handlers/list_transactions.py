@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from kafka.protocol.admin.transactions import ListTransactionsRequest, ListTransactionsResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorized_names
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorized_names
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 TxnState = ListTransactionsResponse.TransactionState
 

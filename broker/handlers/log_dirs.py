@@ -16,10 +16,10 @@ from pathlib import Path
 
 from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 CLUSTER_AUTHORIZATION_FAILED = 31
 KAFKA_STORAGE_ERROR = 56

@@ -4,11 +4,11 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorized_operations import TOPIC_OPERATIONS
-from minikafka.broker.authorizer import authorize, authorize_cluster, authorized_names, authorized_operations
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorized_operations import TOPIC_OPERATIONS
+from minikafka.broker.security.authorizer import authorize, authorize_cluster, authorized_names, authorized_operations
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.state import BrokerState
 from minikafka.broker.topic_catalog import InvalidTopicNameError, TopicInfo, validate_topic_name
 from minikafka.broker.handlers.common import LEADER_EPOCH, ZERO_UUID

@@ -5,10 +5,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorized_names
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorized_names
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.common import ZERO_UUID, has_partition
 
 TopicResponse = OffsetCommitResponse.OffsetCommitResponseTopic

@@ -4,10 +4,10 @@ from __future__ import annotations
 import kafka.errors as ke
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorized_names
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorized_names
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 TopicResponse = OffsetDeleteResponse.OffsetDeleteResponseTopic
 PartitionResponse = TopicResponse.OffsetDeleteResponsePartition

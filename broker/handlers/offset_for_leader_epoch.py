@@ -14,10 +14,10 @@ import kafka.errors as ke
 
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster, authorized_names
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster, authorized_names
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.common import LEADER_EPOCH, leader_epoch_error, lookup_partition
 
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult

@@ -41,12 +41,12 @@ from minikafka.protocol.record_validator import RecordValidationError, declared_
 from minikafka.protocol.recompression import TOPIC_CODECS, level_for, needs_recompression, recompress
 from minikafka.storage import errors as se
 from minikafka.storage.partition_log import AppendInfo
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorized_names
-from minikafka.broker.connection import CloseConnection
-from minikafka.broker.context import RequestContext
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorized_names
+from minikafka.broker.network.connection import CloseConnection
+from minikafka.broker.network.context import RequestContext
 from minikafka.broker.errors import error_code, error_message
-from minikafka.broker.registry import handles
+from minikafka.broker.network.registry import handles
 from minikafka.broker.state import BrokerState
 from minikafka.broker.handlers.common import ADMIN_CLIENT_ID, INTERNAL_TOPICS, INVALID_TOPIC, LEADER_EPOCH, topic_name_for_id
 from minikafka.broker.handlers.txn_common import IMPLICIT_ADD_PRODUCE_VERSION as TV2_PRODUCE_VERSION

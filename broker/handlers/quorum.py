@@ -27,10 +27,10 @@ from minikafka.raft.core import (LEADER, FetchResponse as CoreFetchResponse,
 from minikafka.protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
                                   EndQuorumEpochResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest,
                                   VoteResponse)
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 CLUSTER_AUTHORIZATION_FAILED = 31
 UNKNOWN_TOPIC_OR_PARTITION = 3

@@ -17,10 +17,10 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterParti
                                   ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse)
 
 from minikafka.metadata.controller import ControllerError, check_reassignment_target
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 REQUEST_TIMED_OUT = 7

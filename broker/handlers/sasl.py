@@ -1,7 +1,7 @@
 """SaslHandshake (17) and SaslAuthenticate (36).
 
 On a SASL listener before authentication (and during KIP-368 re-authentication) they drive the
-connection's authenticator (broker/sasl/authenticator.py; `ctx.sasl`). Anywhere else Kafka's
+connection's authenticator (broker/security/sasl/authenticator.py; `ctx.sasl`). Anywhere else Kafka's
 request handlers answer them: ILLEGAL_SASL_STATE, on a PLAINTEXT/SSL listener and on an already
 authenticated connection (re-authentication disabled or attempted within a second of the last one).
 """
@@ -11,9 +11,9 @@ import kafka.errors as ke
 from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
                                  SaslHandshakeResponse)
 
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
-from minikafka.broker.sasl.authenticator import AUTHENTICATE, HANDSHAKE, HANDSHAKE_OR_VERSIONS, REAUTH_BAD_MECHANISM, SaslFailure
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
+from minikafka.broker.security.sasl.authenticator import AUTHENTICATE, HANDSHAKE, HANDSHAKE_OR_VERSIONS, REAUTH_BAD_MECHANISM, SaslFailure
 
 
 @handles(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1)

@@ -5,7 +5,7 @@ Alter: per user, one result. A user named twice in one request (deletion or upse
 mechanisms) -> DUPLICATE_RESOURCE; empty name -> UNACCEPTABLE_CREDENTIAL; unknown mechanism ->
 UNSUPPORTED_SASL_MECHANISM; iterations outside [4096, 16384] -> UNACCEPTABLE_CREDENTIAL; deleting a
 credential that does not exist -> RESOURCE_NOT_FOUND. The valid alterations are applied together and
-durably (broker/sasl/credentials.py, off the event loop) before the answer; an upsertion's salted
+durably (broker/security/sasl/credentials.py, off the event loop) before the answer; an upsertion's salted
 password is turned into StoredKey/ServerKey (two HMACs) and is not kept.
 
 Describe: null/empty users = every user with a credential; a named user without one ->
@@ -25,11 +25,11 @@ import kafka.errors as ke
 from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
                                         DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse)
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
-from minikafka.broker.sasl.scram import MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS, MECHANISM_TYPES, ScramCredential
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
+from minikafka.broker.security.sasl.scram import MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS, MECHANISM_TYPES, ScramCredential
 
 CLUSTER_DENIED = ke.ClusterAuthorizationFailedError.errno
 CLUSTER_DENIED_MESSAGE = "Cluster authorization failed."

@@ -24,11 +24,11 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
 )
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorize_cluster, authorized_names
-from minikafka.broker.context import RequestContext
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorize_cluster, authorized_names
+from minikafka.broker.network.context import RequestContext
 from minikafka.broker.errors import UNKNOWN_SERVER_ERROR, error_code, error_message
-from minikafka.broker.registry import handles
+from minikafka.broker.network.registry import handles
 from minikafka.broker.state import BrokerState
 from minikafka.broker.topic_catalog import (
     TOO_MANY_PARTITIONS,

@@ -16,10 +16,10 @@ import kafka.errors as ke
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from minikafka.coordinator.txn.coordinator import GROUP_TOPIC, TRANSACTION_ABORTABLE
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize, authorized_names
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize, authorized_names
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.txn_common import (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION, unknown_partitions,
                          verify_in_transaction)
 

@@ -1,4 +1,4 @@
-"""UpdateFeatures (KIP-584): change finalized feature levels (broker/features.py). The updates of a
+"""UpdateFeatures (KIP-584): change finalized feature levels (broker/config/features.py). The updates of a
 request are applied together or not at all. As Kafka 4.3 answers: a refused request gets a top-level
 error whose message names the failing feature, and no feature results; an accepted one (v0-1) a
 result per update with error NONE. v1+ carry an upgrade type (1 upgrade, 2 safe downgrade, 3 unsafe
@@ -10,11 +10,11 @@ import kafka.errors as ke
 
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.features import UPGRADE, FeatureUpdate, FeatureUpdateError
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.config.features import UPGRADE, FeatureUpdate, FeatureUpdateError
+from minikafka.broker.network.registry import handles
 
 Result = UpdateFeaturesResponse.UpdatableFeatureResult
 RESULTS_UNTIL = 1

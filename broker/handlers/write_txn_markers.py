@@ -8,10 +8,10 @@ import kafka.errors as ke
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
-from minikafka.broker import acl
-from minikafka.broker.authorizer import authorize_cluster
-from minikafka.broker.context import RequestContext
-from minikafka.broker.registry import handles
+from minikafka.broker.security import acl
+from minikafka.broker.security.authorizer import authorize_cluster
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.registry import handles
 
 MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
 TopicResult = MarkerResult.WritableTxnMarkerTopicResult

@@ -113,7 +113,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         self._append_end: dict[int, int] = {}  # partition -> end offset of this node's last append
         self._group_end: dict[str, int] = {}  # group -> end offset of its last append not yet seen replicated
         self._append_check: Callable[[str, int], int] = lambda _t, _p: 0
-        # KIP-848 groups, same partitions; group_configs: per-group overrides (broker/group_configs.py)
+        # KIP-848 groups, same partitions; group_configs: per-group overrides (broker/config/group_configs.py)
         self.consumer = ConsumerGroupCoordinator(self, config.consumer, group_configs)
     # ============================================================== partitions, topic, records
 

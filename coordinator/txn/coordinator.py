@@ -140,7 +140,7 @@ class TransactionCoordinator:
         self.next_producer_id = next_producer_id
         self.error_code = error_code
         self.clock = clock
-        self.transaction_version = transaction_version  # the finalized level (broker/features.py)
+        self.transaction_version = transaction_version  # the finalized level (broker/config/features.py)
         self.txns = TxnStateManager(catalog, config.num_partitions, config.segment_bytes, config.min_isr, clock,
                                     value_version=lambda: 1 if transaction_version() >= 1 else 0)
         self.markers = MarkerWriter(catalog, error_code, clock)

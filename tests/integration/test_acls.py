@@ -11,7 +11,7 @@ import uuid
 import pytest
 from kafka.protocol.admin import DescribeClusterRequest
 
-from minikafka.broker import acl as A
+from minikafka.broker.security import acl as A
 from tests.authz_helpers import (CLUSTER_DENIED, STANDARD_AUTHORIZER, TOPIC_DENIED, Admin, binding,
                                  bootstrap_admin, create_acls, describe_acls, secured_broker)
 from tests.conftest import ROOT
@@ -250,7 +250,7 @@ def test_default_denies_everything_but_super_users(broker_factory):
 
 @pytest.mark.minikafka_only
 def test_unknown_authorizer_refused_at_startup(tmp_path):
-    from minikafka.broker.config import BrokerConfig, ConfigError
+    from minikafka.broker.config.core import BrokerConfig, ConfigError
 
     with pytest.raises(ConfigError, match="authorizer.class.name"):
         BrokerConfig({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",

@@ -28,7 +28,7 @@ from kafka.protocol.consumer import (HeartbeatRequest, JoinGroupRequest, LeaveGr
                                      OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from minikafka.broker import acl as A
+from minikafka.broker.security import acl as A
 from tests.authz_helpers import (AUTH_ERRORS, CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Admin,
                                  binding, bootstrap_admin, describe_acls, secured_broker)
 from tests.authz_helpers import create_acls as authz_create_acls

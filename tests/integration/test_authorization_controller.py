@@ -21,7 +21,7 @@ import pytest
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DescribeClusterRequest, ElectLeadersRequest,
                                   ListPartitionReassignmentsRequest)
 
-from minikafka.broker import acl as A
+from minikafka.broker.security import acl as A
 from tests.authz_helpers import (ADMIN_HOST, AUTH_ERRORS, CLUSTER_DENIED, STANDARD_AUTHORIZER, TOPIC_DENIED, Admin,
                                  binding, bootstrap_admin, describe_acls, oracle_kafka)
 from tests.conftest import ROOT, broker_kind, free_port

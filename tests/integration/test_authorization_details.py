@@ -12,7 +12,7 @@ import pytest
 from kafka.protocol.admin import (DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest,
                                   IncrementalAlterConfigsRequest)
 
-from minikafka.broker import acl as A
+from minikafka.broker.security import acl as A
 from tests.authz_helpers import (CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED, binding, bootstrap_admin, secured_broker)
 from tests.consumer_protocol_helpers import describe, heartbeat, ready_coordinator
 from tests.helpers import RawClient, wait_until

@@ -1,4 +1,4 @@
-"""A three-node cluster whose inter-node traffic is secured (issue 16, broker/peer_security.py): the
+"""A three-node cluster whose inter-node traffic is secured (issue 16, broker/security/peer_security.py): the
 CONTROLLER listener (quorum, registration, heartbeats) and the INTERNAL inter-broker listener (replica
 fetchers) are SASL_SSL with SCRAM-SHA-512, clients use a separate PLAINTEXT listener. The cluster
 forms, an RF-3 topic takes idempotent acks=all writes, a node killed -9 and restarted rejoins the ISR
@@ -63,7 +63,7 @@ def secured_config(pki: Pki) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    from minikafka.broker.sasl.bootstrap import add_scram_credentials
+    from minikafka.broker.security.sasl.bootstrap import add_scram_credentials
     with tempfile.TemporaryDirectory() as root:
         pki = Pki(Path(root) / "pki")
         c = Cluster(Path(root), config=secured_config(pki))

@@ -17,7 +17,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourcePatternType,
                                    ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
-from minikafka.broker.sasl.bootstrap import add_scram_credentials
+from minikafka.broker.security.sasl.bootstrap import add_scram_credentials
 from tests.cluster_harness import Cluster
 from tests.conftest import free_port
 from tests.helpers import RawClient, wait_until

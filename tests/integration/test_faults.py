@@ -1,4 +1,4 @@
-"""Fault injection (broker/faults.py) seen by real clients: confluent-kafka's idempotent producer through
+"""Fault injection (broker/ops/faults.py) seen by real clients: confluent-kafka's idempotent producer through
 NOT_LEADER_OR_FOLLOWER and an after_apply disconnect (every record exactly once), a transactional
 producer through an EndTxn COORDINATOR_LOAD_IN_PROGRESS, a non-retriable error in the delivery
 callback, a Fetch delay, raw before/after_apply disconnects (applied or not), and the refusals (faults

@@ -33,7 +33,7 @@ def serve(site: Path, tmp_path: Path, *overrides: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MINIKAFKA_")}
     # -S: no site, so neither this checkout's editable install nor anything but `site` provides minikafka
     env["PYTHONPATH"] = f"{site}{os.pathsep}{sysconfig.get_paths()['purelib']}"
-    args = [sys.executable, "-S", "-m", "minikafka.broker.cli", "serve", "--override", f"log.dirs={tmp_path / 'data'}"]
+    args = [sys.executable, "-S", "-m", "minikafka.broker.cli.main", "serve", "--override", f"log.dirs={tmp_path / 'data'}"]
     for o in overrides:
         args += ["--override", o]
     return subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -1,4 +1,4 @@
-"""The HTTP admin listener (broker/admin_http.py): /metrics after a known workload, readiness during a
+"""The HTTP admin listener (broker/ops/admin_http.py): /metrics after a known workload, readiness during a
 slow recovery, JSON logs, hostile HTTP clients, and the listener being off by default."""
 from __future__ import annotations
 

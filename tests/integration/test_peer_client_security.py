@@ -1,5 +1,5 @@
 """PeerClient (protocol/peer_client.py) on secured listeners of a real broker, with the client side
-resolved from the broker's own config (broker/peer_security.py): SCRAM-SHA-512 and PLAIN over
+resolved from the broker's own config (broker/security/peer_security.py): SCRAM-SHA-512 and PLAIN over
 SASL_SSL, a wrong password (PeerError, one log line however often it is retried), hostname
 verification (ssl.endpoint.identification.algorithm), an untrusted CA, mutual TLS with and without a
 client certificate, and a session lifetime (connections.max.reauth.ms) that makes the client log in
@@ -13,8 +13,8 @@ import ssl
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.peer_security import listener_security
+from minikafka.broker.config.core import BrokerConfig
+from minikafka.broker.security.peer_security import listener_security
 from minikafka.protocol.peer_client import PeerClient, PeerError, PeerSecurity
 from minikafka.testing import MiniKafka
 from tests.conftest import free_port
@@ -30,7 +30,7 @@ INTER = "sasl.mechanism.inter.broker.protocol"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from minikafka.broker.sasl.bootstrap import add_scram_credentials
+    from minikafka.broker.security.sasl.bootstrap import add_scram_credentials
     root = tmp_path_factory.mktemp("peer-sec")
     pki = Pki(root / "pki")
     pki.write("client.pem", pki.client.key_pem() + pki.client.cert_pem())

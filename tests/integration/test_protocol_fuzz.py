@@ -1,6 +1,6 @@
 """Protocol fuzzer: schema-generated, then byte-mutated requests against a real broker process.
 
-For every API key the broker registers (broker/registry.py HANDLERS, which ApiVersions advertises),
+For every API key the broker registers (broker/network/registry.py HANDLERS, which ApiVersions advertises),
 hypothesis draws requests at every served version from kafka-python's schemas
 (tests/protocol_strategies.py): random values with ints at their edges, nulls where the schema
 allows them and, in some examples, where it does not, empty and longer arrays, tagged fields, random
@@ -35,7 +35,7 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, InitProducerIdRequest
 
 from minikafka.broker.handlers import load_all
-from minikafka.broker.registry import HANDLERS
+from minikafka.broker.network.registry import HANDLERS
 from minikafka.protocol.codec import DecodeError, decode_body
 from minikafka.protocol.headers import HeaderError, body_offset, peek_header
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
-from minikafka.broker.sasl.scram import ScramClient
+from minikafka.broker.security.sasl.scram import ScramClient
 from tests.conftest import broker_kind
 from tests.helpers import RawClient
 from tests.sasl_helpers import (HANDSHAKE_MECHANISMS, REAUTH_MS, SCRAM_FAILED, auth_error, authenticate,

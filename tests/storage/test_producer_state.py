@@ -321,7 +321,7 @@ def test_expired_producers_are_dropped_by_the_retention_timer(open_log, clock):
 
 
 def test_broker_config_plumbs_producer_id_expiration():
-    from minikafka.broker.config import BrokerConfig
+    from minikafka.broker.config.core import BrokerConfig
     assert BrokerConfig({}).log_config.producer_id_expiration_ms == 86_400_000
     cfg = BrokerConfig({"producer.id.expiration.ms": "1234"}).log_config
     assert cfg.producer_id_expiration_ms == 1234

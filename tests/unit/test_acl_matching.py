@@ -1,11 +1,11 @@
-"""broker/acl.py: StandardAuthorizer matching rules (literal, wildcard, prefixed, DENY wins, implied
+"""broker/security/acl.py: StandardAuthorizer matching rules (literal, wildcard, prefixed, DENY wins, implied
 operations, allow.everyone.if.no.acl.found) and AclBindingFilter matching."""
 from __future__ import annotations
 
 import pytest
 
-from minikafka.broker import acl as A
-from minikafka.broker.acl import AclBinding, AclFilter, AclSet, InvalidAclError, validate_new_acl
+from minikafka.broker.security import acl as A
+from minikafka.broker.security.acl import AclBinding, AclFilter, AclSet, InvalidAclError, validate_new_acl
 
 ANON = "User:ANONYMOUS"
 HOST = "127.0.0.1"

@@ -1,4 +1,4 @@
-"""broker/admin_http.py in-process: the route table is extensible (as fault injection will use it), and
+"""broker/ops/admin_http.py in-process: the route table is extensible (as fault injection will use it), and
 the listener URL is validated."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from minikafka.broker import admin_http
-from minikafka.broker.admin_http import AdminContext, AdminHttpServer, HttpRequest, HttpResponse
+from minikafka.broker.ops import admin_http
+from minikafka.broker.ops.admin_http import AdminContext, AdminHttpServer, HttpRequest, HttpResponse
 
 
 async def _fetch(port: int, data: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""broker/acl_store.py and broker/authorizer.py: durable store, decision cache dropped on change,
+"""broker/security/acl_store.py and broker/security/authorizer.py: durable store, decision cache dropped on change,
 super users, resource-type checks, config keys."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from minikafka.broker import acl as A
-from minikafka.broker.acl import AclBinding, AclFilter
-from minikafka.broker.acl_store import ACL_FILE, AclStore
-from minikafka.broker.authorizer import Authorizer, host_of, parse_super_users
+from minikafka.broker.security import acl as A
+from minikafka.broker.security.acl import AclBinding, AclFilter
+from minikafka.broker.security.acl_store import ACL_FILE, AclStore
+from minikafka.broker.security.authorizer import Authorizer, host_of, parse_super_users
 
 ANON = "User:ANONYMOUS"
 
@@ -90,7 +90,7 @@ def test_ipv6_host_acls_match_the_uncompressed_form(tmp_path):
 def test_denials_are_not_cached_by_name(tmp_path):
     """No per-name memory: a client asking about many long names leaves nothing behind but the bounded
     audit digests."""
-    from minikafka.broker import authorizer as mod
+    from minikafka.broker.security import authorizer as mod
     store = AclStore(tmp_path)
     auth = Authorizer(store, frozenset(), allow_if_no_acl=False)
     for i in range(mod.AUDIT_MEMORY + 10):

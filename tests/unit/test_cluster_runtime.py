@@ -8,7 +8,7 @@ import uuid
 from types import SimpleNamespace
 
 from minikafka.broker.cluster.runtime import ClusterRuntime
-from minikafka.broker.config import Listener
+from minikafka.broker.config.core import Listener
 from minikafka.broker.topic_catalog import TopicCatalog
 from minikafka.metadata import records as r
 from minikafka.storage.log_config import LogConfig

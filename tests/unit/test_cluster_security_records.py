@@ -85,11 +85,11 @@ def test_broker_config_records_per_layer():
 def test_node_stores_follow_the_image(tmp_path):
     """SecuritySync: the authorizer's ACLs, the credentials and the broker layers are the image's;
     the ACL store fails closed until the image was first applied; no file is written."""
-    from minikafka.broker.acl import AclBinding
-    from minikafka.broker.acl_store import AclStore
+    from minikafka.broker.security.acl import AclBinding
+    from minikafka.broker.security.acl_store import AclStore
     from minikafka.broker.cluster.security_sync import SecuritySync
-    from minikafka.broker.sasl.credentials import ScramCredentialStore
-    from minikafka.broker.sasl.scram import ScramCredential
+    from minikafka.broker.security.sasl.credentials import ScramCredentialStore
+    from minikafka.broker.security.sasl.scram import ScramCredential
 
     class Auth:
         store = AclStore(tmp_path, follow_image=True)
@@ -146,8 +146,8 @@ def test_bootstrap_credentials_go_into_the_log_once():
 def test_dynamic_broker_config_follows_the_image_without_a_file(tmp_path):
     """DynamicBrokerConfig.follow: the layers become the image's (entries this broker cannot use are
     dropped, as Kafka drops them), the config is reconfigured and the listeners told; nothing written."""
-    from minikafka.broker.config import BrokerConfig
-    from minikafka.broker.dynamic_config import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, DynamicBrokerConfig
+    from minikafka.broker.config.core import BrokerConfig
+    from minikafka.broker.config.dynamic import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, DynamicBrokerConfig
     config = BrokerConfig({"log.dirs": str(tmp_path), "node.id": "2"})
     d = DynamicBrokerConfig(config, tmp_path)
     told = []

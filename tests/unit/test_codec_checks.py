@@ -13,7 +13,7 @@ from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from minikafka.broker.handlers import load_all
-from minikafka.broker.registry import CONTROLLER_HANDLERS, HANDLERS
+from minikafka.broker.network.registry import CONTROLLER_HANDLERS, HANDLERS
 from minikafka.protocol.codec import DecodeError, decode_body
 
 from ..protocol_strategies import encode_body, request_objects

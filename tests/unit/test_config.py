@@ -1,4 +1,4 @@
-"""broker/config.py: properties parsing, precedence (file < env < override), Kafka time-key precedence,
+"""broker/config/core.py: properties parsing, precedence (file < env < override), Kafka time-key precedence,
 warnings for unknown keys and ConfigError for unusable values."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.broker.config import DEFAULTS, BrokerConfig, ConfigError, Listener, parse_listeners, parse_properties
+from minikafka.broker.config.core import DEFAULTS, BrokerConfig, ConfigError, Listener, parse_listeners, parse_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +131,7 @@ def test_broker_log_keys_feed_the_default_topic_config():
 # ------------------------------------------------------------------------------ warnings, errors
 
 def test_unknown_key_warns(caplog):
-    with caplog.at_level(logging.WARNING, logger="minikafka.broker.config"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.broker.config.core"):
         cfg = BrokerConfig({"no.such.key": "1", "log.retention.hourz": "3"})
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("no.such.key" in m for m in messages)
@@ -140,7 +140,7 @@ def test_unknown_key_warns(caplog):
 
 
 def test_known_ignored_kafka_keys_do_not_warn(caplog):
-    with caplog.at_level(logging.WARNING, logger="minikafka.broker.config"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.broker.config.core"):
         BrokerConfig({"process.roles": "broker,controller", "controller.quorum.voters": "1@localhost:9093",
                       "num.network.threads": "3", "broker.id": "1"})
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -213,7 +213,7 @@ def test_bad_topic_default_values_raise_config_error(key, value):
 
 def test_cli_reports_bad_config_without_traceback(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "minikafka.broker.cli", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+        [sys.executable, "-m", "minikafka.broker.cli.main", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
          "--override", f"log.dirs={tmp_path / 'data'}", "--override", "log.segment.bytes=abc"],
         capture_output=True, text=True, timeout=20, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr

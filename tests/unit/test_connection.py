@@ -1,4 +1,4 @@
-"""broker/connection.py in process, independent of the handlers: streamed EncodedBody responses
+"""broker/network/connection.py in process, independent of the handlers: streamed EncodedBody responses
 (sendfile / bounded pread chunks), descriptor hygiene, one request in flight, read deadline and
 memory return, quiet resets, handler failures logged once."""
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 import uvloop
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from minikafka.broker import connection as connection_mod
-from minikafka.broker.connection import FILE_CHUNK, WRITE_HIGH_WATER, Connection
-from minikafka.broker.connection_registry import ConnectionRegistry
+from minikafka.broker.network import connection as connection_mod
+from minikafka.broker.network.connection import FILE_CHUNK, WRITE_HIGH_WATER, Connection
+from minikafka.broker.network.connection_registry import ConnectionRegistry
 from minikafka.broker.handlers import load_all
-from minikafka.broker.memory_pool import MemoryPool
-from minikafka.broker.registry import HANDLERS
-from minikafka.broker.response import EncodedBody, FileSlice
+from minikafka.broker.network.memory_pool import MemoryPool
+from minikafka.broker.network.registry import HANDLERS
+from minikafka.broker.network.response import EncodedBody, FileSlice
 from minikafka.protocol.headers import encode_response_prefix
 
 load_all()  # fills the dispatch table

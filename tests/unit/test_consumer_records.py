@@ -62,7 +62,7 @@ def test_settings_bounds():
 
 
 def test_broker_refuses_bad_consumer_group_settings():
-    from minikafka.broker.config import BrokerConfig, ConfigError
+    from minikafka.broker.config.core import BrokerConfig, ConfigError
 
     with pytest.raises(ConfigError):
         BrokerConfig.load(overrides={"group.consumer.heartbeat.interval.ms": "100"}, environ={})

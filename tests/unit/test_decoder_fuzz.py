@@ -21,7 +21,7 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from minikafka.broker.handlers import load_all
-from minikafka.broker.registry import HANDLERS
+from minikafka.broker.network.registry import HANDLERS
 from minikafka.protocol.codec import decode_body
 from minikafka.protocol.headers import HeaderError, body_offset, peek_header
 

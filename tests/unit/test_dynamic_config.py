@@ -1,4 +1,4 @@
-"""broker/dynamic_config.py and broker/group_configs.py without a server: layers, synonyms,
+"""broker/config/dynamic.py and broker/config/group_configs.py without a server: layers, synonyms,
 refusals, persistence (the file and what a restart reads back), and the group_config lookup."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.dynamic_config import (
+from minikafka.broker.config.core import BrokerConfig
+from minikafka.broker.config.dynamic import (
     CONFIG_FILE,
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_BROKER,
@@ -17,7 +17,7 @@ from minikafka.broker.dynamic_config import (
     DynamicBrokerConfig,
     broker_synonyms,
 )
-from minikafka.broker.group_configs import GroupConfigStore
+from minikafka.broker.config.group_configs import GroupConfigStore
 
 INVALID_REQUEST, INVALID_CONFIG = 42, 40
 

@@ -1,12 +1,12 @@
-"""The fault engine (broker/faults.py): rule validation, matching, firing order, error responses."""
+"""The fault engine (broker/ops/faults.py): rule validation, matching, firing order, error responses."""
 from __future__ import annotations
 
 import pytest
 from kafka.protocol.consumer import FetchRequest, OffsetCommitRequest
 from kafka.protocol.producer import EndTxnRequest, ProduceRequest
 
-from minikafka.broker import faults
-from minikafka.broker.faults import ERROR_BUILDERS, FaultEngine, FaultRuleError
+from minikafka.broker.ops import faults
+from minikafka.broker.ops.faults import ERROR_BUILDERS, FaultEngine, FaultRuleError
 
 
 def produce(topic: str, partitions: list[int], acks: int = -1) -> ProduceRequest:
@@ -102,7 +102,7 @@ def test_error_responses_encode_across_versions():
 
 
 def test_config_flag_validated(tmp_path):
-    from minikafka.broker.config import BrokerConfig, ConfigError
+    from minikafka.broker.config.core import BrokerConfig, ConfigError
     with pytest.raises(ConfigError, match="minikafka.faults.enable"):
         BrokerConfig.load(None, {"log.dirs": str(tmp_path), "minikafka.faults.enable": "yes"})
     assert faults.enabled(BrokerConfig.load(None, {"log.dirs": str(tmp_path), "minikafka.faults.enable": "true"}))

@@ -1,4 +1,4 @@
-"""broker/features.py: finalized feature levels, their persistence, and UpdateFeatures' rules
+"""broker/config/features.py: finalized feature levels, their persistence, and UpdateFeatures' rules
 (Kafka's FeatureControlManager: upgrade / safe and unsafe downgrade / validate-only, its errors)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from minikafka.broker.features import (
+from minikafka.broker.config.features import (
     FEATURES_FILE,
     INITIAL_EPOCH,
     INVALID_UPDATE_VERSION,

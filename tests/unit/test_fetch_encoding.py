@@ -16,12 +16,12 @@ import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from minikafka.broker.config import BrokerConfig, ConfigError
-from minikafka.broker.context import RequestContext
+from minikafka.broker.config.core import BrokerConfig, ConfigError
+from minikafka.broker.network.context import RequestContext
 from minikafka.broker.errors import error_code
 from minikafka.broker.handlers.common import leader_epoch_error
 from minikafka.broker.handlers.fetch import handle_fetch
-from minikafka.broker.response import EncodedBody, FileSlice
+from minikafka.broker.network.response import EncodedBody, FileSlice
 from minikafka.broker.state import BrokerState
 from minikafka.protocol.fetch_encoding import encode_fetch_response
 from minikafka.storage.producer_state import AppendOrigin

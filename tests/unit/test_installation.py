@@ -28,7 +28,7 @@ def test_packages_are_the_source_trees():
 
 def test_cluster_modules_are_every_module_of_the_cluster_packages():
     tree = tree_packages()
-    expected = {m for p in CLUSTER_PACKAGES for m in tree[p]} | {"minikafka.broker.coordinator_failover",
+    expected = {m for p in CLUSTER_PACKAGES for m in tree[p]} | {"minikafka.broker.cluster.coordinator_failover",
                                                                  "minikafka.protocol.peer_client"}
     assert sorted(set(installation.CLUSTER_MODULES)) == sorted(expected)
     assert len(installation.CLUSTER_MODULES) == len(set(installation.CLUSTER_MODULES))

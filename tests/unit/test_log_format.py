@@ -1,14 +1,14 @@
-"""broker/log_format.py: one JSON object per line, with `extra=` fields; text stays the default."""
+"""broker/ops/log_format.py: one JSON object per line, with `extra=` fields; text stays the default."""
 from __future__ import annotations
 
 import json
 import logging
 
-from minikafka.broker.log_format import JsonFormatter, TEXT_FORMAT
+from minikafka.broker.ops.log_format import JsonFormatter, TEXT_FORMAT
 
 
 def record(msg: str, *args, extra: dict | None = None, exc_info=None) -> logging.LogRecord:
-    r = logging.LogRecord("minikafka.broker.connection", logging.WARNING, __file__, 1, msg, args, exc_info)
+    r = logging.LogRecord("minikafka.broker.network.connection", logging.WARNING, __file__, 1, msg, args, exc_info)
     for k, v in (extra or {}).items():
         setattr(r, k, v)
     return r
@@ -19,7 +19,7 @@ def test_json_line_has_the_fields_and_extras():
                                                                               "topic": "t", "partition": 3}))
     assert "\n" not in line
     obj = json.loads(line)
-    assert obj["level"] == "WARNING" and obj["logger"] == "minikafka.broker.connection"
+    assert obj["level"] == "WARNING" and obj["logger"] == "minikafka.broker.network.connection"
     assert obj["message"] == "closing peer\nnext"
     assert obj["time"].endswith("Z") and "T" in obj["time"]
     assert (obj["client_id"], obj["api_key"], obj["topic"], obj["partition"]) == ("c1", 0, "t", 3)

@@ -1,9 +1,9 @@
-"""broker/memory_pool.py: the request memory budget (queued.max.request.bytes)."""
+"""broker/network/memory_pool.py: the request memory budget (queued.max.request.bytes)."""
 from __future__ import annotations
 
 import pytest
 
-from minikafka.broker.memory_pool import DEFAULT_CAPACITY, MemoryPool, pool_capacity
+from minikafka.broker.network.memory_pool import DEFAULT_CAPACITY, MemoryPool, pool_capacity
 
 KiB, MiB = 1024, 1024 * 1024
 

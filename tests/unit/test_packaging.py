@@ -43,6 +43,6 @@ def test_the_wheel_matches_the_source_tree(built_wheel: Path):
     # every package directory is a regular package (a folder without __init__.py would be left out)
     package_dirs = {str(Path(n).parent) for n in expected}
     assert sorted(d for d in package_dirs if f"{d}/__init__.py" not in shipped) == []
-    assert "minikafka = minikafka.broker.cli:main" in entry_points
+    assert "minikafka = minikafka.broker.cli.main:main" in entry_points
     assert "minikafka.pytest_plugin = minikafka.pytest_plugin" in entry_points
     assert any(n.startswith("minikafka/protocol/_recordscan") and n.endswith(".so") for n in names)

@@ -1,4 +1,4 @@
-"""broker/peer_security.py: the client side of the inter-broker and controller listeners resolved from
+"""broker/security/peer_security.py: the client side of the inter-broker and controller listeners resolved from
 Kafka's keys (which listener, listener-prefixed ssl.* over the plain ones, SASL mechanism and JAAS
 credentials) and the start-up errors when it cannot be built."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import ssl
 
 import pytest
 
-from minikafka.broker.config import BrokerConfig, ConfigError
-from minikafka.broker.peer_security import inter_broker_listener, peer_factory
+from minikafka.broker.config.core import BrokerConfig, ConfigError
+from minikafka.broker.security.peer_security import inter_broker_listener, peer_factory
 from tests.tls_certs import PASSWORD, Pki
 
 SCRAM = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="{u}" password="{p}";'
@@ -157,7 +157,7 @@ def test_the_secured_cluster_example_configs_resolve(tmp_path, pki, n):
     """config/cluster/secured/node-N.properties (README's example), with this test's key and CA files."""
     from pathlib import Path
 
-    from minikafka.broker.config import parse_properties
+    from minikafka.broker.config.core import parse_properties
     root = Path(__file__).resolve().parents[2]
     props = parse_properties((root / f"config/cluster/secured/node-{n}.properties").read_text())
     props.update({"log.dirs": str(tmp_path), "ssl.keystore.location": pki.path("server.p12"),
@@ -171,10 +171,10 @@ def test_the_secured_cluster_example_configs_resolve(tmp_path, pki, n):
 def test_scram_on_the_controller_listener_is_warned_about(tmp_path, pki, caplog):
     """It cannot work in KRaft (the credentials are in the metadata log): one warning naming PLAIN."""
     import logging
-    with caplog.at_level(logging.WARNING, logger="minikafka.broker.peer_security"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.broker.security.peer_security"):
         peer_factory(secured(tmp_path, pki))
     assert not caplog.records
-    with caplog.at_level(logging.WARNING, logger="minikafka.broker.peer_security"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.broker.security.peer_security"):
         peer_factory(secured(tmp_path, pki, **{
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
             "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",

@@ -1,13 +1,13 @@
 """The Raft core's messages as Kafka's quorum RPCs (raft/wire.py): every message survives
 encoding to Kafka's wire bytes and back; fenced answers carry Kafka's error codes; metadata entries
 travel as valid v2 record batches stamped with their epoch. Also the core's EndQuorumEpoch (resign)
-and the KRaft config keys (broker/config.py)."""
+and the KRaft config keys (broker/config/core.py)."""
 from __future__ import annotations
 
 import pytest
 from kafka.protocol.consumer import FetchRequest as KFetchRequest, FetchResponse as KFetchResponse
 
-from minikafka.broker.config import BrokerConfig, ConfigError
+from minikafka.broker.config.core import BrokerConfig, ConfigError
 from minikafka.raft.config import QuorumConfigError, parse_voters
 from minikafka.raft import wire
 from minikafka.raft.log import LEADER_CHANGE, Entry

@@ -1,4 +1,4 @@
-"""broker/registry.py: the static API table (what ApiVersions advertises, which module handles what)
+"""broker/network/registry.py: the static API table (what ApiVersions advertises, which module handles what)
 must match what the handler modules register with @handles, and start-up must not import them."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import sys
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from minikafka.broker.connection import api_versions_list, unsupported_api_versions_frame
+from minikafka.broker.network.connection import api_versions_list, unsupported_api_versions_frame
 from minikafka.broker.handlers import load_all
 from minikafka.broker.log_opening import PARTITION_FIELDS
-from minikafka.broker.registry import API_TABLE, EAGER_MODULES, HANDLERS, advertised_versions, module_name, spec_for
+from minikafka.broker.network.registry import API_TABLE, EAGER_MODULES, HANDLERS, advertised_versions, module_name, spec_for
 
 load_all()
 
@@ -79,9 +79,9 @@ LAZY = [
 
 
 def test_starting_the_server_imports_only_what_listening_needs():
-    code = ("import sys, minikafka.broker.server, minikafka.broker.cli\n"
+    code = ("import sys, minikafka.broker.server, minikafka.broker.cli.main\n"
             f"print(sorted(m for m in {LAZY!r} if m in sys.modules))\n"
-            "from minikafka.broker.registry import HANDLERS, spec_for\n"
+            "from minikafka.broker.network.registry import HANDLERS, spec_for\n"
             "print(sorted(HANDLERS))\n"
             "spec_for(0)\n"
             "print('minikafka.broker.handlers.produce' in sys.modules, 0 in HANDLERS)\n")
@@ -113,7 +113,7 @@ def test_controller_table_matches_the_decorators_and_the_readme():
 
     from kafka.protocol.api_key import ApiKey
 
-    from minikafka.broker.registry import CONTROLLER_API_TABLE, CONTROLLER_HANDLERS
+    from minikafka.broker.network.registry import CONTROLLER_API_TABLE, CONTROLLER_HANDLERS
 
     for key, entry in CONTROLLER_API_TABLE.items():
         spec = spec_for(key, controller=True)
@@ -121,7 +121,7 @@ def test_controller_table_matches_the_decorators_and_the_readme():
         assert (spec.min_version, spec.max_version) == (entry.min_version, entry.max_version), key
     assert set(CONTROLLER_HANDLERS) <= set(CONTROLLER_API_TABLE)
     assert spec_for(0, controller=True) is None  # Produce: not on a controller listener
-    from minikafka.broker.registry import QUORUM_BROKER_API_TABLE
+    from minikafka.broker.network.registry import QUORUM_BROKER_API_TABLE
     for key, entry in QUORUM_BROKER_API_TABLE.items():  # on broker listeners of a quorum node only
         assert key not in API_TABLE and spec_for(key) is None
         assert spec_for(key, quorum=True) is CONTROLLER_HANDLERS[key] and key in CONTROLLER_API_TABLE

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 
-from minikafka.broker.config import BrokerConfig
+from minikafka.broker.config.core import BrokerConfig
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.broker.server import Broker
 from tests.unit.test_fetch_encoding import batch

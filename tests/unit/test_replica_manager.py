@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.peer_security import PeerFactory
+from minikafka.broker.config.core import BrokerConfig
+from minikafka.broker.security.peer_security import PeerFactory
 from minikafka.broker.replication import replica_manager as rm
 from minikafka.broker.replication.replica_manager import ReplicaManager
 from minikafka.broker.state import BrokerState
@@ -58,7 +58,7 @@ class FakeImage:
 
 class FakeCluster:
     inter_broker_listener = "PLAINTEXT"
-    peer_factory = PeerFactory()  # plain connections (broker/peer_security.py)
+    peer_factory = PeerFactory()  # plain connections (broker/security/peer_security.py)
 
     def __init__(self) -> None:
         self.image = FakeImage()
@@ -177,7 +177,7 @@ def test_leader_errors_and_waiters(node, monkeypatch):
 def _fetch(state, replica_id: int, offset: int, last_fetched_epoch: int = -1, leader_epoch: int = -1):
     from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-    from minikafka.broker.context import RequestContext
+    from minikafka.broker.network.context import RequestContext
     from minikafka.broker.handlers.fetch import handle_fetch
     from tests.unit.test_fetch_encoding import materialise
     P = FetchRequest.FetchTopic.FetchPartition

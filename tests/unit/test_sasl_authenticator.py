@@ -1,13 +1,13 @@
-"""The per-connection SASL state machine (broker/sasl/authenticator.py) without sockets: what may be
+"""The per-connection SASL state machine (broker/security/sasl/authenticator.py) without sockets: what may be
 processed in which state, failures are terminal, re-authentication rules (KIP-368)."""
 from __future__ import annotations
 
 import pytest
 
-from minikafka.broker.sasl.authenticator import (AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, SaslAuthenticator,
+from minikafka.broker.security.sasl.authenticator import (AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, SaslAuthenticator,
                                                  SaslFailure, SessionExpired)
-from minikafka.broker.sasl.scram import ScramClient, ScramCredential
-from minikafka.broker.sasl.settings import ListenerSasl
+from minikafka.broker.security.sasl.scram import ScramClient, ScramCredential
+from minikafka.broker.security.sasl.settings import ListenerSasl
 
 API_VERSIONS, HANDSHAKE_KEY, AUTHENTICATE_KEY, METADATA, PRODUCE = 18, 17, 36, 3, 0
 CRED = ScramCredential.from_password("SCRAM-SHA-256", "bob-secret", 4096)

@@ -1,10 +1,10 @@
-"""Kafka's JAAS config syntax (broker/sasl/jaas.py) and the per-listener SASL settings."""
+"""Kafka's JAAS config syntax (broker/security/sasl/jaas.py) and the per-listener SASL settings."""
 from __future__ import annotations
 
 import pytest
 
-from minikafka.broker.config import BrokerConfig, ConfigError
-from minikafka.broker.sasl.jaas import JaasConfigError, parse_jaas_config, plain_users
+from minikafka.broker.config.core import BrokerConfig, ConfigError
+from minikafka.broker.security.sasl.jaas import JaasConfigError, parse_jaas_config, plain_users
 
 PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
          'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')

@@ -1,4 +1,4 @@
-"""SCRAM server (broker/sasl/scram.py) against the RFC 5802 (SHA-1) and RFC 7677 (SHA-256) test
+"""SCRAM server (broker/security/sasl/scram.py) against the RFC 5802 (SHA-1) and RFC 7677 (SHA-256) test
 vectors, SHA-512 round trips, Kafka's message grammar and username escaping, and failing closed."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from minikafka.broker.sasl import scram
-from minikafka.broker.sasl.scram import ScramClient, ScramCredential, ScramError, ScramServer
+from minikafka.broker.security.sasl import scram
+from minikafka.broker.security.sasl.scram import ScramClient, ScramCredential, ScramError, ScramServer
 
 
 def _run_vector(mechanism, password, salt_b64, iterations, client_nonce, server_nonce, client_final, server_final):

@@ -1,14 +1,14 @@
-"""The SCRAM credential file (broker/sasl/credentials.py): durable upserts and deletions, nothing
-secret on disk, corrupt files refuse to load; the --add-scram spec parser (broker/sasl/bootstrap.py)."""
+"""The SCRAM credential file (broker/security/sasl/credentials.py): durable upserts and deletions, nothing
+secret on disk, corrupt files refuse to load; the --add-scram spec parser (broker/security/sasl/bootstrap.py)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from minikafka.broker.sasl.bootstrap import ScramSpecError, add_scram_credentials, parse_scram_spec
-from minikafka.broker.sasl.credentials import CREDENTIALS_FILE, CredentialStoreError, ScramCredentialStore
-from minikafka.broker.sasl.scram import ScramCredential
+from minikafka.broker.security.sasl.bootstrap import ScramSpecError, add_scram_credentials, parse_scram_spec
+from minikafka.broker.security.sasl.credentials import CREDENTIALS_FILE, CredentialStoreError, ScramCredentialStore
+from minikafka.broker.security.sasl.scram import ScramCredential
 
 
 def test_apply_persists_and_reloads(tmp_path):

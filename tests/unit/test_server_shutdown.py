@@ -11,8 +11,10 @@ import time
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from minikafka.broker import cli, server
-from minikafka.broker.registry import HANDLERS
+from minikafka.broker import server
+
+from minikafka.broker.cli import main as cli
+from minikafka.broker.network.registry import HANDLERS
 from minikafka.storage import log_manager
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from minikafka.broker.ssl_principal import NoMatchingRule, SslPrincipalMapper
+from minikafka.broker.security.ssl_principal import NoMatchingRule, SslPrincipalMapper
 
 
 @pytest.mark.parametrize("rules", [
@@ -119,7 +119,7 @@ def test_rfc2253_names_as_java_prints_them(tmp_path):
     from pathlib import Path
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from minikafka.broker.ssl_principal import rfc2253_name
+    from minikafka.broker.security.ssl_principal import rfc2253_name
     key = ec.generate_private_key(ec.SECP256R1())
     certs = [_cert(s, key) for s in _SUBJECTS]
     ours = [rfc2253_name(c.public_bytes(serialization.Encoding.DER)) for c in certs]

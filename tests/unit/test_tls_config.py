@@ -1,4 +1,4 @@
-"""broker/tls.py: per-listener resolution of ssl.* keys and the TLS context built from them."""
+"""broker/security/tls.py: per-listener resolution of ssl.* keys and the TLS context built from them."""
 from __future__ import annotations
 
 import logging
@@ -6,8 +6,8 @@ import ssl
 
 import pytest
 
-from minikafka.broker.config import BrokerConfig, ConfigError
-from minikafka.broker.tls import build_listener_tls, listener_ssl_props
+from minikafka.broker.config.core import BrokerConfig, ConfigError
+from minikafka.broker.security.tls import build_listener_tls, listener_ssl_props
 from tests.tls_certs import PASSWORD, Pki
 
 

@@ -50,7 +50,7 @@ class ConsumerGroupSettings:
 
 
 class GroupConfigSource(Protocol):
-    """The broker's group config store (broker/group_configs.py), seen from the coordinator."""
+    """The broker's group config store (broker/config/group_configs.py), seen from the coordinator."""
     overrides: dict[str, dict[str, str]]
 
     def group_config(self, group_id: str, name: str) -> int | bool | str: ...

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from minikafka.broker.sasl.authenticator import SaslAuthenticator
+    from minikafka.broker.security.sasl.authenticator import SaslAuthenticator
     from minikafka.broker.state import BrokerState
 
 

@@ -37,14 +37,14 @@ DEFAULTS: dict[str, str] = {
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
     "fetch.max.bytes": "57671680",  # broker cap on a Fetch response's records (min with the request's)
-    # connection layer (broker/connection.py); Kafka's keys and defaults, except that Kafka's
+    # connection layer (broker/network/connection.py); Kafka's keys and defaults, except that Kafka's
     # queued.max.request.bytes default (-1, unbounded) is a finite budget here
     "queued.max.request.bytes": "134217728",
     "max.connections": "2147483647",
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",  # host:count,... (Kafka's per-IP/host exceptions)
     "connections.max.idle.ms": "600000",
-    # SASL (broker/sasl/settings.py): per-listener overrides listener.name.<l>.sasl.enabled.mechanisms,
+    # SASL (broker/security/sasl/settings.py): per-listener overrides listener.name.<l>.sasl.enabled.mechanisms,
     # listener.name.<l>.<mechanism>.sasl.jaas.config, listener.name.<l>.<mechanism>.connections.max.reauth.ms
     "sasl.enabled.mechanisms": "GSSAPI",
     "sasl.jaas.config": "",
@@ -94,12 +94,12 @@ DEFAULTS: dict[str, str] = {
     # partition logs open on first use; with this, the rest are also opened one by one in the
     # background after start (so that retention and compaction cover them without waiting for a client)
     "minikafka.log.open.background": "true",
-    # HTTP admin listener (broker/admin_http.py: /metrics, /health/live, /health/ready), off when empty;
+    # HTTP admin listener (broker/ops/admin_http.py: /metrics, /health/live, /health/ready), off when empty;
     # e.g. http://127.0.0.1:9644
     "minikafka.metrics.listener": "",
-    # fault injection for client tests (broker/faults.py, rules via /faults on the admin listener); off by default
+    # fault injection for client tests (broker/ops/faults.py, rules via /faults on the admin listener); off by default
     "minikafka.faults.enable": "false",
-    # log lines: text (default) or json (one object per line; broker/log_format.py)
+    # log lines: text (default) or json (one object per line; broker/ops/log_format.py)
     "minikafka.log.format": "text",
     # at most one progress line per this interval while partition logs are opened after start
     "minikafka.log.recovery.progress.interval.ms": "5000",
@@ -158,7 +158,7 @@ DEFAULTS: dict[str, str] = {
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     # a TLS handshake (SSL/SASL_SSL listeners) must finish this long after the TCP accept, else closed
     "minikafka.ssl.handshake.timeout.ms": "10000",
-    # authorization (broker/authorizer.py): empty = no authorizer, everything allowed (Kafka's default);
+    # authorization (broker/security/authorizer.py): empty = no authorizer, everything allowed (Kafka's default);
     # org.apache.kafka.metadata.authorizer.StandardAuthorizer = ACLs (CreateAcls/DescribeAcls/DeleteAcls)
     "authorizer.class.name": "",
     "super.users": "",
@@ -183,7 +183,7 @@ DEFAULTS: dict[str, str] = {
 }
 
 # Kafka's ssl.* broker keys and defaults ("" is Kafka's null); per listener they can be given with the
-# listener.name.<lowercase name>. prefix (broker/tls.py resolves them and builds the TLS context)
+# listener.name.<lowercase name>. prefix (broker/security/tls.py resolves them and builds the TLS context)
 SSL_DEFAULTS: dict[str, str] = {
     "ssl.protocol": "TLSv1.3",
     "ssl.provider": "",
@@ -213,7 +213,7 @@ DEFAULTS.update(SSL_DEFAULTS)
 
 # Keys Kafka knows that are meaningless for a single embedded node; accepted silently.
 IGNORED_KAFKA_KEYS = frozenset({
-    "inter.broker.listener.name", "security.inter.broker.protocol",  # used by broker/peer_security.py
+    "inter.broker.listener.name", "security.inter.broker.protocol",  # used by broker/security/peer_security.py
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
     "broker.rack", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
@@ -281,14 +281,14 @@ class Listener:
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-TLS_SECURITY_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # listeners that get a TLS context (broker/tls.py)
+TLS_SECURITY_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # listeners that get a TLS context (broker/security/tls.py)
 _LISTENER_KEY = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
 
 
 def _is_sasl_key(key: str) -> bool:
     if not key.startswith("listener.name.") or ".sasl." not in key and not key.endswith(".connections.max.reauth.ms"):
         return False
-    from minikafka.broker.sasl.settings import is_sasl_key
+    from minikafka.broker.security.sasl.settings import is_sasl_key
     return is_sasl_key(key)
 
 
@@ -416,7 +416,7 @@ class BrokerConfig:
     """Resolved broker configuration; `props` holds the effective string values by Kafka key.
 
     `static_props` are the values given at start (file, env, --override): Kafka's
-    STATIC_BROKER_CONFIG layer. Dynamic broker configs (broker/dynamic_config.py) are laid over them
+    STATIC_BROKER_CONFIG layer. Dynamic broker configs (broker/config/dynamic.py) are laid over them
     by `reconfigure`, which replaces `props` and every attribute derived from it in place, so that
     code reading `config.<attr>` or `config.get(key)` when it acts sees the current value.
     """
@@ -483,7 +483,7 @@ class BrokerConfig:
                                   "is not supported yet")
         self.sasl: dict = {}  # listener name -> broker/sasl/settings.ListenerSasl, SASL listeners only
         if any(p.startswith("SASL_") for p in self.security_protocols.values()) or self.get("sasl.jaas.config"):
-            from minikafka.broker.sasl.settings import SaslConfigError, sasl_settings
+            from minikafka.broker.security.sasl.settings import SaslConfigError, sasl_settings
             try:
                 self.sasl = sasl_settings(self.security_protocols, self.get, self.props)
             except SaslConfigError as exc:
@@ -497,14 +497,14 @@ class BrokerConfig:
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
         if self.get("minikafka.metrics.listener").strip():
-            from minikafka.broker.admin_http import ListenerError, parse_listener
+            from minikafka.broker.ops.admin_http import ListenerError, parse_listener
             try:
                 parse_listener(self.get("minikafka.metrics.listener"))
             except ListenerError as exc:
                 raise ConfigError(str(exc)) from None
         if self.get("minikafka.faults.enable").strip().lower() not in ("true", "false"):
             raise ConfigError(f"minikafka.faults.enable must be true or false, got {self.get('minikafka.faults.enable')!r}")
-        from minikafka.broker.authorizer import SUPPORTED_AUTHORIZERS
+        from minikafka.broker.security.authorizer import SUPPORTED_AUTHORIZERS
         if self.get("authorizer.class.name").strip() not in SUPPORTED_AUTHORIZERS:
             raise ConfigError(f"authorizer.class.name {self.get('authorizer.class.name')!r} is not supported "
                               "(org.apache.kafka.metadata.authorizer.StandardAuthorizer or empty)")
@@ -518,7 +518,7 @@ class BrokerConfig:
     def reconfigure(self, effective: Mapping[str, str]) -> None:
         """Take `effective` (static props with the dynamic layers applied) as the current config.
         Validated completely before anything changes: raises ConfigError and leaves `self` as it
-        was. Only dynamic keys differ from the static props (broker/dynamic_config.py refuses the
+        was. Only dynamic keys differ from the static props (broker/config/dynamic.py refuses the
         others), so listeners, node id and log dirs never change here."""
         candidate = BrokerConfig(effective, warn_unknown=False)
         static = self.static_props

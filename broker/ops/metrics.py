@@ -1,5 +1,5 @@
-"""Traffic counters of one broker, for `/metrics` (broker/metrics_collector.py, served by
-broker/admin_http.py). prometheus_client is imported only there, on the first scrape.
+"""Traffic counters of one broker, for `/metrics` (broker/ops/metrics_collector.py, served by
+broker/ops/admin_http.py). prometheus_client is imported only there, on the first scrape.
 
 Two kinds of series, both produced at scrape time by `BrokerCollector` (a prometheus_client
 custom Collector), so that the request path never builds label dicts or takes locks:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
 from minikafka.broker.log_opening import opening_partitions
 
 if TYPE_CHECKING:
-    from minikafka.broker.context import RequestContext
+    from minikafka.broker.network.context import RequestContext
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 HANDLER_PACKAGE = "minikafka.broker.handlers"

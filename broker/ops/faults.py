@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import kafka.errors as ke
 from kafka.protocol.api_key import ApiKey
 
-from minikafka.broker import admin_http
-from minikafka.broker.admin_http import AdminContext, HttpRequest, HttpResponse
+from minikafka.broker.ops import admin_http
+from minikafka.broker.ops.admin_http import AdminContext, HttpRequest, HttpResponse
 
 if TYPE_CHECKING:
     from minikafka.broker.state import BrokerState
@@ -70,7 +70,7 @@ ERROR_CODES = _error_codes()
 
 def api_names() -> dict[str, int]:
     """Kafka API name -> key, for every API this broker serves."""
-    from minikafka.broker.registry import API_TABLE
+    from minikafka.broker.network.registry import API_TABLE
     return {k.name: int(k) for k in ApiKey if int(k) in API_TABLE}
 
 
@@ -377,7 +377,7 @@ class FaultEngine:
     async def before(self, rule: Rule, request: Any, version: int) -> Any:
         """Run a fired rule's part before the handler: the delay, then an error response (returned;
         the handler must not run), a before_apply disconnect (raised), or None (handle normally)."""
-        from minikafka.broker.connection import InjectedDisconnect as FaultDisconnect
+        from minikafka.broker.network.connection import InjectedDisconnect as FaultDisconnect
         if rule.delay_ms:
             await asyncio.sleep(rule.delay_ms / 1000)
         if rule.disconnect == "before_apply":

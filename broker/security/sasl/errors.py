@@ -17,7 +17,7 @@ class SessionExpired(Exception):
     """A request arrived after the SASL session expired (KIP-368): close without processing it."""
 
 
-CREDENTIALS_FILE = "scram-credentials.json"  # in the first log dir (broker/sasl/credentials.py)
+CREDENTIALS_FILE = "scram-credentials.json"  # in the first log dir (broker/security/sasl/credentials.py)
 
 
 class CredentialStoreError(Exception):

@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from minikafka.broker.sasl.jaas import JaasConfigError, PLAIN_LOGIN_MODULE, parse_jaas_config, plain_users
+from minikafka.broker.security.sasl.jaas import JaasConfigError, PLAIN_LOGIN_MODULE, parse_jaas_config, plain_users
 
 log = logging.getLogger(__name__)
 

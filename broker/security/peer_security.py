@@ -12,7 +12,7 @@ Which listener:
 
 How (the listener's security protocol from `listener.security.protocol.map`):
 - SSL / SASL_SSL: TLS with the listener's ssl.* values, `listener.name.<l>.ssl.*` first, then the
-  unprefixed ones, then Kafka's defaults (broker/tls.py `listener_ssl_props`): truststore, keystore
+  unprefixed ones, then Kafka's defaults (broker/security/tls.py `listener_ssl_props`): truststore, keystore
   (presented as the client certificate), `ssl.endpoint.identification.algorithm` (https: the peer's
   certificate must name the host this node dials).
 - SASL_PLAINTEXT / SASL_SSL: the mechanism is `sasl.mechanism.inter.broker.protocol` resp.
@@ -31,10 +31,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from minikafka.protocol.peer_client import PLAINTEXT, PeerClient, PeerSecurity
-from minikafka.broker.config import SECURITY_PROTOCOLS, TLS_SECURITY_PROTOCOLS, ConfigError
+from minikafka.broker.config.core import SECURITY_PROTOCOLS, TLS_SECURITY_PROTOCOLS, ConfigError
 
 if TYPE_CHECKING:
-    from minikafka.broker.config import BrokerConfig
+    from minikafka.broker.config.core import BrokerConfig
 
 INTER_BROKER_MECHANISM = "sasl.mechanism.inter.broker.protocol"
 CONTROLLER_MECHANISM = "sasl.mechanism.controller.protocol"
@@ -103,7 +103,7 @@ def listener_security(config: "BrokerConfig", listener: str, mechanism_key: str,
     protocol = config.security_protocols.get(listener, "PLAINTEXT")
     context = None
     if protocol in TLS_SECURITY_PROTOCOLS:
-        from minikafka.broker.tls import build_client_context, listener_ssl_props
+        from minikafka.broker.security.tls import build_client_context, listener_ssl_props
         # "SSL": the ssl.client.auth rule for SASL_SSL concerns the server side only (warned there)
         props = listener_ssl_props(config.get, listener, "SSL")
         # an empty value is meaningful here (it turns hostname verification off), also per listener
@@ -113,7 +113,7 @@ def listener_security(config: "BrokerConfig", listener: str, mechanism_key: str,
         context = build_client_context(props, listener)
     if not protocol.startswith("SASL_"):
         return PeerSecurity(listener, protocol, context)
-    from minikafka.broker.sasl.settings import SUPPORTED_MECHANISMS
+    from minikafka.broker.security.sasl.settings import SUPPORTED_MECHANISMS
     mechanism = (config.props.get(mechanism_key) or DEFAULT_MECHANISM).strip()
     default = " (Kafka's default)" if mechanism == DEFAULT_MECHANISM else ""
     enabled = config.sasl[listener].mechanisms if listener in config.sasl else ()
@@ -130,7 +130,7 @@ def listener_security(config: "BrokerConfig", listener: str, mechanism_key: str,
 
 def jaas_credentials(config: "BrokerConfig", listener: str, mechanism: str) -> tuple[str, str]:
     """(username, password) options of the listener's JAAS config for `mechanism`."""
-    from minikafka.broker.sasl.jaas import JaasConfigError, parse_jaas_config
+    from minikafka.broker.security.sasl.jaas import JaasConfigError, parse_jaas_config
     key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     text = config.props.get(key, "")
     try:

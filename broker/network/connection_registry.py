@@ -5,7 +5,7 @@ connections, in-flight request tracking, and closing everything at shutdown.
 log line per 10 s). The sweep closes a connection with nothing in flight and no bytes for
 `connections.max.idle.ms`, a frame not complete `minikafka.request.read.timeout.ms` after its first
 byte (time waiting for pool memory excluded), and a response the client does not read for
-`connections.max.idle.ms`. It reads the connections' reading state, which broker/connection.py owns.
+`connections.max.idle.ms`. It reads the connections' reading state, which broker/network/connection.py owns.
 """
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import logging
 import resource
 from typing import TYPE_CHECKING, Callable
 
-from minikafka.broker.connection import _BODY, _HEADER, Connection
-from minikafka.broker.memory_pool import Grant, MemoryPool
+from minikafka.broker.network.connection import _BODY, _HEADER, Connection
+from minikafka.broker.network.memory_pool import Grant, MemoryPool
 
 if TYPE_CHECKING:
     from minikafka.broker.state import BrokerState
-    from minikafka.broker.tls import ListenerTls
+    from minikafka.broker.security.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 

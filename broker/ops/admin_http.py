@@ -108,7 +108,7 @@ async def _ready(req: HttpRequest, ctx: AdminContext) -> HttpResponse:
 async def _metrics(req: HttpRequest, ctx: AdminContext) -> HttpResponse:
     from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
     if ctx.registry is None:
-        from minikafka.broker.metrics_collector import make_registry
+        from minikafka.broker.ops.metrics_collector import make_registry
         ctx.registry = make_registry(ctx.state, ctx.ready)
     # on the loop thread on purpose: it reads broker state (O(partitions + group offsets) per scrape)
     return HttpResponse(200, generate_latest(ctx.registry), CONTENT_TYPE_LATEST)

@@ -1,4 +1,4 @@
-"""The prometheus_client Collector of every minikafka series (see broker/metrics.py); imported on the
+"""The prometheus_client Collector of every minikafka series (see broker/ops/metrics.py); imported on the
 first scrape only, so that start-up does not pay for prometheus_client."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from minikafka.broker.metrics import LATENCY_BUCKETS, PREFIX
+from minikafka.broker.ops.metrics import LATENCY_BUCKETS, PREFIX
 
 if TYPE_CHECKING:
     from minikafka.broker.state import BrokerState

@@ -1,7 +1,7 @@
 """Client connections: frames read straight into preallocated buffers, one request in flight.
 
 `Connection` is an `asyncio.BufferedProtocol`: it reads the 4-byte size, takes the frame's size from
-the request memory pool (broker/memory_pool.py), then reads the frame directly into a bytearray of
+the request memory pool (broker/network/memory_pool.py), then reads the frame directly into a bytearray of
 that size (get_buffer/buffer_updated). As Kafka does, a connection has **one request in flight**:
 once a whole frame has arrived the connection is muted until the response has been handed to the
 transport and the transport's write buffer has drained (pause_writing/resume_writing); then it is
@@ -10,21 +10,21 @@ unmuted. Muting is lazy: if the client sends more while a request is in flight, 
 answers costs no pause/resume per request. So responses stay in request order, no memory is taken
 for a second frame, and a pipelining client cannot starve others.
 
-Bounds (`ConnectionRegistry`, broker/connection_registry.py): `max.connections` / `max.connections.per.ip` (a new connection over
+Bounds (`ConnectionRegistry`, broker/network/connection_registry.py): `max.connections` / `max.connections.per.ip` (a new connection over
 the limit is closed at once; one log line per 10 s), `connections.max.idle.ms` (nothing in flight and
 no bytes for that long), `minikafka.request.read.timeout.ms` (a frame not complete that long after
 its first byte; the time spent waiting for pool memory does not count), and a response the client
 does not read for `connections.max.idle.ms` (write buffer stuck).
 
 Responses are the buffers `Connection.dispatch` returns: bytes-like parts, or an `EncodedBody`
-(broker/response.py) whose `FileSlice` parts are sent with os.sendfile when the transport's buffer is
+(broker/network/response.py) whose `FileSlice` parts are sent with os.sendfile when the transport's buffer is
 empty, else in bounded pread chunks while waiting for the transport to drain.
 
-TLS (SSL and SASL_SSL listeners, broker/tls.py): the listener's protocol is the event loop's TLS
+TLS (SSL and SASL_SSL listeners, broker/security/tls.py): the listener's protocol is the event loop's TLS
 protocol around a Connection; it admits the connection at TCP accept (`tcp_accepted`: handshakes
 count against max.connections, as in Kafka), runs the handshake bounded by
 `minikafka.ssl.handshake.timeout.ms`, and calls `connection_made` with the TLS transport after it,
-where the principal is taken from the client certificate (broker/ssl_principal.py). A failed or
+where the principal is taken from the client certificate (broker/security/ssl_principal.py). A failed or
 timed-out handshake is one INFO line (`tls_failed`) and a closed socket. Over TLS, file parts of a response go out in pread chunks
 (no sendfile through TLS), each chunk encrypted by the transport, waiting for it to drain.
 
@@ -52,18 +52,18 @@ from minikafka.protocol.headers import (
     encode_response_prefix,
     peek_header,
 )
-from minikafka.broker.context import RequestContext
-from minikafka.broker.memory_pool import Grant, MemoryPool
-from minikafka.broker.metrics import HANDLER_FAILED, response_error
-from minikafka.broker.registry import advertised_versions, spec_for
-from minikafka.broker.response import EncodedBody, FileSlice
-from minikafka.broker.sasl.errors import SaslFailure, SessionExpired
+from minikafka.broker.network.context import RequestContext
+from minikafka.broker.network.memory_pool import Grant, MemoryPool
+from minikafka.broker.ops.metrics import HANDLER_FAILED, response_error
+from minikafka.broker.network.registry import advertised_versions, spec_for
+from minikafka.broker.network.response import EncodedBody, FileSlice
+from minikafka.broker.security.sasl.errors import SaslFailure, SessionExpired
 
 if TYPE_CHECKING:
-    from minikafka.broker.sasl.authenticator import SaslAuthenticator
-    from minikafka.broker.connection_registry import ConnectionRegistry
+    from minikafka.broker.security.sasl.authenticator import SaslAuthenticator
+    from minikafka.broker.network.connection_registry import ConnectionRegistry
     from minikafka.broker.state import BrokerState
-    from minikafka.broker.tls import ListenerTls
+    from minikafka.broker.security.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class HandlerFailed(CloseConnection):
 
 
 class InjectedDisconnect(CloseConnection):
-    """An injected fault (broker/faults.py) closes this connection unanswered."""
+    """An injected fault (broker/ops/faults.py) closes this connection unanswered."""
 
     level = logging.INFO
 
@@ -144,7 +144,7 @@ def _new_authenticator(state: "BrokerState | None", listener: str) -> "SaslAuthe
     settings = getattr(state.config, "sasl", {}).get(listener) if state is not None else None
     if settings is None:
         return None
-    from minikafka.broker.sasl.authenticator import SaslAuthenticator  # SASL listeners only: not at start-up
+    from minikafka.broker.security.sasl.authenticator import SaslAuthenticator  # SASL listeners only: not at start-up
     return SaslAuthenticator(settings, state.scram_credentials.get)
 
 
@@ -170,14 +170,14 @@ class Connection(asyncio.BufferedProtocol):
         self.registry = registry
         self.state = state
         self.metrics = state.metrics if state is not None else None
-        self.faults = getattr(state, "faults", None)  # broker/faults.py; None unless enabled
+        self.faults = getattr(state, "faults", None)  # broker/ops/faults.py; None unless enabled
         self.listener = listener
         self.security_protocol = (state.config.security_protocols.get(listener, "PLAINTEXT")
                                   if state is not None else "PLAINTEXT")
         self.principal = "User:ANONYMOUS"  # replaced by TLS client certificates or SASL
         self.tls = tls
         self.tls_ready = False  # TLS listeners: the handshake finished and connection_made ran
-        # SASL listeners: the authenticator (broker/sasl/authenticator.py) gates every request until
+        # SASL listeners: the authenticator (broker/security/sasl/authenticator.py) gates every request until
         # the client has authenticated; after a failed authentication the connection answers after
         # `_close_delay` seconds (Kafka's connection.failed.authentication.delay.ms) and closes
         self.sasl = _new_authenticator(state, listener)
@@ -241,7 +241,7 @@ class Connection(asyncio.BufferedProtocol):
                 ssl_object = transport.get_extra_info("ssl_object")
                 der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
                 if self.security_protocol == "SSL":  # SASL_SSL: the principal comes from SASL
-                    from minikafka.broker.ssl_principal import principal_of  # TLS listeners only: not at start-up
+                    from minikafka.broker.security.ssl_principal import principal_of  # TLS listeners only: not at start-up
                     self.principal = principal_of(der, self.tls.mapper)
             except Exception as exc:  # no rule maps the name, an undecodable certificate: refused
                 self.close(logging.INFO, f"client certificate refused: {exc}")

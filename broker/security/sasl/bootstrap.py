@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from minikafka.broker.sasl.credentials import ScramCredentialStore
-from minikafka.broker.sasl.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
+from minikafka.broker.security.sasl.credentials import ScramCredentialStore
+from minikafka.broker.security.sasl.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
 
 
 class ScramSpecError(ValueError):

@@ -3,7 +3,7 @@
 Invariant: a change is written (temp file, fsync, rename, directory fsync — storage's atomic_write)
 before it becomes current and before the request that made it is answered, so ACLs survive restart
 and kill -9. Changes are serialized by one lock; the file write runs in a worker thread. The file
-holds plain bindings; what they mean is broker/acl.py's business.
+holds plain bindings; what they mean is broker/security/acl.py's business.
 
 In a cluster (`follow_image=True`) the file is not used: the bindings are those of the metadata image
 (`follow`, from broker/cluster/security_sync.py) and, until the image was first applied, `loaded` is
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from minikafka.storage.partition_metadata import atomic_write
-from minikafka.broker.acl import AclBinding, AclFilter, AclSet, InvalidAclError, validate_new_acl
+from minikafka.broker.security.acl import AclBinding, AclFilter, AclSet, InvalidAclError, validate_new_acl
 
 ACL_FILE = "__minikafka_acls.json"
 FORMAT_VERSION = 1

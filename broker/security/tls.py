@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from minikafka.broker.config import SSL_DEFAULTS, ConfigError
-from minikafka.broker.ssl_principal import SslPrincipalMapper
+from minikafka.broker.config.core import SSL_DEFAULTS, ConfigError
+from minikafka.broker.security.ssl_principal import SslPrincipalMapper
 
 if TYPE_CHECKING:
-    from minikafka.broker.connection import Connection
+    from minikafka.broker.network.connection import Connection
 
 log = logging.getLogger(__name__)
 

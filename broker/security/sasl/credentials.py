@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from minikafka.storage.partition_metadata import atomic_write
-from minikafka.broker.sasl.scram import MECHANISMS, ScramCredential
+from minikafka.broker.security.sasl.scram import MECHANISMS, ScramCredential
 
-from minikafka.broker.sasl.errors import CREDENTIALS_FILE, CredentialStoreError  # noqa: E402  (re-exported)
+from minikafka.broker.security.sasl.errors import CREDENTIALS_FILE, CredentialStoreError  # noqa: E402  (re-exported)
 FORMAT_VERSION = 1
 
 

@@ -4,7 +4,7 @@ Precedence, highest first (Kafka's order and DescribeConfigs source ids):
   DYNAMIC_BROKER_CONFIG (2)          per broker, resource name = our node id
   DYNAMIC_DEFAULT_BROKER_CONFIG (3)  cluster-wide default, resource name ""
   STATIC_BROKER_CONFIG (4)           server.properties / MINIKAFKA_* env / --override
-  DEFAULT_CONFIG (5)                 built-in defaults (broker/config.py DEFAULTS)
+  DEFAULT_CONFIG (5)                 built-in defaults (broker/config/core.py DEFAULTS)
 
 Both layers live in one JSON file in the first log dir, replaced atomically (temp file, fsync,
 rename, directory fsync), so a change survives restart and kill -9; it is written before it is
@@ -14,7 +14,7 @@ and then applied in one place, `BrokerConfig.reconfigure`, followed by the liste
 runtime is listed in APPLIED (listener-prefixed SASL keys too: new connections read them). The other
 dynamic keys Kafka knows are tuning with nothing a client can observe here (thread counts, cleaner
 buffers, tiered storage, Kerberos/OAuth login refresh): accepted, stored, reported, logged as not acted
-on. Values minikafka cannot honour (broker/config.py UNSUPPORTED_VALUES: Java plug-in classes,
+on. Values minikafka cannot honour (broker/config/core.py UNSUPPORTED_VALUES: Java plug-in classes,
 connection creation rate quotas, cordoned log dirs) are refused with INVALID_CONFIG. Keys Kafka does not
 know are custom configs: accepted and stored, as Kafka does. Keys Kafka (or minikafka, for its own
 `minikafka.*` keys, the listeners, which it cannot rebind, and the TLS settings of a listener, whose
@@ -31,8 +31,8 @@ from typing import Callable, Iterable, Mapping
 import kafka.errors as ke
 
 from minikafka.storage.partition_metadata import atomic_write
-from minikafka.broker.config import DEFAULTS, UNSUPPORTED_VALUES, BrokerConfig, ConfigError
-from minikafka.broker.kafka_broker_keys import KAFKA_BROKER_KEYS, KAFKA_DYNAMIC_KEYS, TYPE_LIST, config_type
+from minikafka.broker.config.core import DEFAULTS, UNSUPPORTED_VALUES, BrokerConfig, ConfigError
+from minikafka.broker.config.kafka_keys import KAFKA_BROKER_KEYS, KAFKA_DYNAMIC_KEYS, TYPE_LIST, config_type
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ class DynamicBrokerConfig:
         for k, v in props.items():
             m = _LISTENER_PREFIX.match(k)
             _check_type(m.group(1) if m else k, v)
-        for k, v in props.items():  # what minikafka refuses rather than ignores (broker/config.py)
+        for k, v in props.items():  # what minikafka refuses rather than ignores (broker/config/core.py)
             allowed, reason = UNSUPPORTED_VALUES.get(k, (None, ""))
             if allowed is not None and v.strip() and v.strip() not in allowed:
                 raise ConfigRequestError(INVALID_CONFIG, f"Invalid value {v} for configuration {k}: {reason}")

@@ -23,10 +23,10 @@ from typing import Any, Callable
 
 import kafka.errors as ke
 
-from minikafka.broker.sasl.errors import SaslFailure, SessionExpired
-from minikafka.broker.sasl.plain import PlainError, PlainServer
-from minikafka.broker.sasl.scram import MECHANISMS as SCRAM_MECHANISMS, CredentialLookup, ScramError, ScramServer
-from minikafka.broker.sasl.settings import ListenerSasl
+from minikafka.broker.security.sasl.errors import SaslFailure, SessionExpired
+from minikafka.broker.security.sasl.plain import PlainError, PlainServer
+from minikafka.broker.security.sasl.scram import MECHANISMS as SCRAM_MECHANISMS, CredentialLookup, ScramError, ScramServer
+from minikafka.broker.security.sasl.settings import ListenerSasl
 
 log = logging.getLogger(__name__)
 

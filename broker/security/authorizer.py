@@ -2,10 +2,10 @@
 
 `authorizer.class.name` empty: no authorizer, every request is allowed (Kafka's default); handlers
 see `ctx.broker.authorizer is None` and skip every check with that one attribute test.
-`org.apache.kafka.metadata.authorizer.StandardAuthorizer`: ACLs from broker/acl_store.py, matched by
-broker/acl.py; `super.users` are always allowed; `allow.everyone.if.no.acl.found` applies only when
+`org.apache.kafka.metadata.authorizer.StandardAuthorizer`: ACLs from broker/security/acl_store.py, matched by
+broker/security/acl.py; `super.users` are always allowed; `allow.everyone.if.no.acl.found` applies only when
 no ACL matches the resource at all. As Kafka's StandardAuthorizer, no decision is cached: a lookup is a
-few dict probes (broker/acl.py indexes literal names and prefixes), and a cache keyed by client-chosen
+few dict probes (broker/security/acl.py indexes literal names and prefixes), and a cache keyed by client-chosen
 names (32 KiB group ids) would be memory a client could fill. Denials are logged once per decision
 while the ACLs stay the same, remembered by a 64-bit digest in a set of at most AUDIT_MEMORY entries.
 Any error while deciding denies.
@@ -16,12 +16,12 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, TypeVar
 
-from minikafka.broker import acl as A
-from minikafka.broker.acl_store import AclStore
+from minikafka.broker.security import acl as A
+from minikafka.broker.security.acl_store import AclStore
 
 if TYPE_CHECKING:
-    from minikafka.broker.config import BrokerConfig
-    from minikafka.broker.context import RequestContext
+    from minikafka.broker.config.core import BrokerConfig
+    from minikafka.broker.network.context import RequestContext
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("minikafka.authorizer")  # denials, as Kafka's kafka.authorizer.logger

@@ -24,8 +24,8 @@ from typing import Callable, Iterable, Mapping
 import kafka.errors as ke
 
 from minikafka.storage.partition_metadata import atomic_write
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.dynamic_config import ConfigRequestError
+from minikafka.broker.config.core import BrokerConfig
+from minikafka.broker.config.dynamic import ConfigRequestError
 
 log = logging.getLogger(__name__)
 

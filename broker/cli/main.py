@@ -1,14 +1,14 @@
 """`minikafka` command line: `serve` runs the broker; `topics` manages topics over the wire;
-`transactions` / `producers` inspect transactions and abort hanging ones (broker/txn_cli.py); `faults`
-injects failures for client tests (broker/faults.py); `storage format --add-scram` creates the first
-SCRAM users before the broker starts (broker/sasl/bootstrap.py)."""
+`transactions` / `producers` inspect transactions and abort hanging ones (broker/cli/transactions.py); `faults`
+injects failures for client tests (broker/ops/faults.py); `storage format --add-scram` creates the first
+SCRAM users before the broker starts (broker/security/sasl/bootstrap.py)."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 
-from minikafka.broker.config import BrokerConfig, ConfigError
+from minikafka.broker.config.core import BrokerConfig, ConfigError
 
 
 def _overrides(items: list[str]) -> dict[str, str]:
@@ -24,7 +24,7 @@ def _overrides(items: list[str]) -> dict[str, str]:
 def cmd_serve(args: argparse.Namespace) -> int:
     import gc
     gc.disable()  # start-up allocates only long-lived objects (modules, tables): collect once ready
-    from minikafka.broker.log_format import configure
+    from minikafka.broker.ops.log_format import configure
     overrides = _overrides(args.override)
     if args.metrics_listener:
         overrides["minikafka.metrics.listener"] = args.metrics_listener
@@ -80,7 +80,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 
 def cmd_faults(args: argparse.Namespace) -> int:
-    """`minikafka faults inject|list|clear --admin-url URL`: the broker's /faults (broker/faults.py)."""
+    """`minikafka faults inject|list|clear --admin-url URL`: the broker's /faults (broker/ops/faults.py)."""
     import json
     from minikafka.faults import FaultsClient, FaultsError
     client = FaultsClient(args.admin_url)
@@ -106,8 +106,8 @@ def cmd_faults(args: argparse.Namespace) -> int:
 def cmd_storage(args: argparse.Namespace) -> int:
     """`minikafka storage format --add-scram SPEC ...`: the first SCRAM users, written into the data
     dir (the first of log.dirs) before the broker starts, as `kafka-storage format --add-scram`."""
-    from minikafka.broker.sasl.bootstrap import ScramSpecError, add_scram_credentials
-    from minikafka.broker.sasl.credentials import CredentialStoreError
+    from minikafka.broker.security.sasl.bootstrap import ScramSpecError, add_scram_credentials
+    from minikafka.broker.security.sasl.credentials import CredentialStoreError
     overrides = _overrides(args.override)
     try:
         config = BrokerConfig.load(args.config or os.environ.get("MINIKAFKA_CONFIG"), overrides)
@@ -178,9 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
     topics.set_defaults(fn=cmd_topics)
     if (sys.argv[1:] if argv is None else argv)[:1] != ["serve"]:  # the broker's start-up skips these
-        from minikafka.broker.txn_cli import add_parsers as add_txn_parsers
+        from minikafka.broker.cli.transactions import add_parsers as add_txn_parsers
         add_txn_parsers(sub)  # transactions list|describe|abort, producers describe
-        from minikafka.broker.groups_cli import add_parsers as add_group_parsers
+        from minikafka.broker.cli.groups import add_parsers as add_group_parsers
         add_group_parsers(sub)  # groups list|describe
         _add_faults_parser(sub)  # faults inject|list|clear
         _add_storage_parser(sub)  # storage format --add-scram

@@ -1,0 +1,1 @@
+"""The `minikafka` command line (main.py): serve, topics, groups, transactions, producers, faults, storage."""

@@ -1,0 +1,5 @@
+import sys
+
+from minikafka.broker.cli.main import main
+
+sys.exit(main())

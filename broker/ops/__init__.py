@@ -1,0 +1,1 @@
+"""Operating a broker: the HTTP admin listener (metrics, health, fault injection), metrics, log formats."""
