@@ -8,11 +8,10 @@ import kafka.errors as ke
 from minikafka.protocol import record_batch, record_validator
 from minikafka.storage import errors as se
 from minikafka.broker import topic_catalog as tc
+from minikafka.protocol.errors import NONE, UNKNOWN_SERVER_ERROR
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
 
 _MAPPING: list[tuple[type[BaseException], int]] = [
     (se.OffsetOutOfRangeError, ke.OffsetOutOfRangeError.errno),

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from minikafka.metadata.controller import Controller, ControllerConfig
 from minikafka.raft.core import LEADER
+from minikafka.protocol.errors import NOT_CONTROLLER
 
 if TYPE_CHECKING:
     from minikafka.metadata.image import MetadataImage
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
-NOT_CONTROLLER = 41
 
 
 class NotControllerError(Exception):

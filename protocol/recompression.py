@@ -23,10 +23,10 @@ from minikafka.protocol.record_batch import (
     compute_crc,
     iter_headers,
 )
-from minikafka.protocol.record_validator import GZIP, LZ4, NONE, SNAPPY, ZSTD, decompress_records, _too_large
+from minikafka.protocol.record_validator import GZIP, LZ4, UNCOMPRESSED, SNAPPY, ZSTD, decompress_records, _too_large
 
 # compression.type values -> codec id (None: keep the producer's)
-TOPIC_CODECS: dict[str, int | None] = {"producer": None, "uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY,
+TOPIC_CODECS: dict[str, int | None] = {"producer": None, "uncompressed": UNCOMPRESSED, "gzip": GZIP, "snappy": SNAPPY,
                                        "lz4": LZ4, "zstd": ZSTD}
 # Kafka's defaults and bounds of compression.gzip.level / compression.lz4.level / compression.zstd.level
 GZIP_LEVEL_DEFAULT, LZ4_LEVEL_DEFAULT, ZSTD_LEVEL_DEFAULT = -1, 9, 3
@@ -86,13 +86,13 @@ def recompress(records: bytes | bytearray | memoryview, target: int, level: int,
         if header.compression == target:
             out.append(batch)
             continue
-        if header.compression == NONE:
+        if header.compression == UNCOMPRESSED:
             if header.size - HEADER_SIZE > cap:
                 raise _too_large(cap)
             payload = bytes(batch[HEADER_SIZE:])
         else:
             payload = decompress_records(batch, header.compression, cap)
-        if target != NONE:
+        if target != UNCOMPRESSED:
             payload = _COMPRESS[target](payload, level)
         rebuilt = bytearray(batch[:HEADER_SIZE])
         rebuilt += payload

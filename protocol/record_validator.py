@@ -54,8 +54,8 @@ from minikafka.protocol.record_batch import (
     check_client_batch,
 )
 
-NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+UNCOMPRESSED, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = {UNCOMPRESSED: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 DEFAULT_MAX_UNCOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 NO_TIMESTAMP = -1
 LONG_MAX = 2**63 - 1
@@ -239,7 +239,7 @@ def declared_inflated_size(batch: memoryview) -> int | None:
     librdkafka and the Java client write it), 0 for an uncompressed batch, None if unknown. A hint for
     where to validate (inline or in a worker thread), never trusted for the bound itself."""
     codec = batch[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
-    if codec == NONE:
+    if codec == UNCOMPRESSED:
         return 0
     payload = batch[HEADER_SIZE:]
     try:
@@ -424,7 +424,7 @@ _scan = _load_scan()
 def _inflated_records(batch: memoryview, header: BatchHeader, cap: int):
     """(buffer, start) of the records of `batch`: the batch itself, or its inflated payload (start 0)."""
     codec = header.attributes & COMPRESSION_MASK
-    if codec == NONE:
+    if codec == UNCOMPRESSED:
         if header.size > cap:
             raise _too_large(cap)
         return batch, HEADER_SIZE
@@ -457,7 +457,7 @@ def parse_records(batch: memoryview, header: BatchHeader, cap: int) -> list:
     """Every record of `batch` (aiokafka DefaultRecord or _Record objects: offset, timestamp (-1 if
     none), key, value); raises InvalidRecordError / UndecodableBatchError / UncompressedBatchTooLargeError."""
     codec = header.attributes & COMPRESSION_MASK
-    if codec == NONE:
+    if codec == UNCOMPRESSED:
         if header.size > cap:
             raise _too_large(cap)
         buf = batch
@@ -474,7 +474,7 @@ def parse_records(batch: memoryview, header: BatchHeader, cap: int) -> list:
         records = None
     if records is not None and not _may_hold_overlong_varint(buf, records, header):
         return records
-    return _parse_exact(buf, records_start, len(buf), header, codec != NONE)
+    return _parse_exact(buf, records_start, len(buf), header, codec != UNCOMPRESSED)
 
 
 # ------------------------------------------------------------------------------------------- rules
@@ -505,7 +505,7 @@ def validate_client_batch(batch: memoryview, header: BatchHeader, s: ValidationS
         summary = _scan(buf, start, header.record_count)
         if summary is not None and _summary_passes(summary, header, s):
             return
-        records = _parse_exact(buf, start, len(buf), header, header.compression != NONE)
+        records = _parse_exact(buf, start, len(buf), header, header.compression != UNCOMPRESSED)
     else:
         records = parse_records(batch, header, s.max_uncompressed_bytes)
     _check_records(records, header, s)

@@ -32,16 +32,12 @@ from minikafka.raft.log import Entry
 from minikafka.raft.core import (BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, FetchSnapshotRequest, VoteRequest,
                    VoteResponse)
 from minikafka.raft.store import _decode_payload, _encode_payload
+from minikafka.protocol.errors import FENCED_LEADER_EPOCH, INCONSISTENT_CLUSTER_ID, NONE, NOT_LEADER_OR_FOLLOWER, POSITION_OUT_OF_RANGE, SNAPSHOT_NOT_FOUND, UNKNOWN_LEADER_EPOCH
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (AAAAAAAAAAAAAAAAAAAAAQ)
 METADATA_PARTITION = 0
 
-NONE = 0
-NOT_LEADER_OR_FOLLOWER = 6
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-INCONSISTENT_CLUSTER_ID = 104
 FENCING_ERRORS = frozenset({NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH})
 
 FETCH_VERSION = 16
@@ -49,8 +45,6 @@ VOTE_VERSION = 2  # v2: PreVote (KIP-996)
 BEGIN_VERSION = 1
 END_VERSION = 1
 FETCH_SNAPSHOT_VERSION = 0
-SNAPSHOT_NOT_FOUND = 98
-POSITION_OUT_OF_RANGE = 99
 SNAPSHOT_CHUNK_BYTES = 1 << 20
 FETCH_MAX_BYTES = 8 << 20
 

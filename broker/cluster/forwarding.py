@@ -19,11 +19,11 @@ from kafka.protocol.admin import (CreateAclsResponse, DeleteAclsResponse, Increm
 from kafka.protocol.admin.users import AlterUserScramCredentialsResponse
 
 from minikafka.broker.cluster.runtime import ControllerUnavailableError, ForwardedFor
+from minikafka.protocol.errors import NOT_CONTROLLER
 
 if TYPE_CHECKING:
     from minikafka.broker.state import BrokerState
 
-NOT_CONTROLLER = 41
 TIMED_OUT = ke.RequestTimedOutError.errno
 TIMED_OUT_MESSAGE = "No active controller answered in time."
 VISIBLE_WAIT_S = 5.0

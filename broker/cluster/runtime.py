@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from minikafka.metadata.image import MetadataImage
 from minikafka.protocol.peer_client import PeerClient, PeerError
+from minikafka.protocol.errors import BROKER_ID_NOT_REGISTERED, DUPLICATE_BROKER_REGISTRATION, NOT_CONTROLLER, STALE_BROKER_EPOCH
 
 if TYPE_CHECKING:
     from minikafka.broker.security.peer_security import PeerFactory
@@ -35,12 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ENVELOPE_VERSION = 0
-NOT_CONTROLLER_CODE = 41
 
-NOT_CONTROLLER = 41
-STALE_BROKER_EPOCH = 77
-DUPLICATE_BROKER_REGISTRATION = 101
-BROKER_ID_NOT_REGISTERED = 102
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 SHUTDOWN_WAIT_S = 5.0
@@ -457,7 +453,7 @@ async def _enveloped(client: PeerClient, req: Any, version: int, resp_cls: type,
                           request_principal=principal_bytes(who.principal),
                           client_host_address=address_bytes(who.host))
     answer = await client.request(env, ENVELOPE_VERSION, EnvelopeResponse)
-    if answer.error_code == NOT_CONTROLLER_CODE:
+    if answer.error_code == NOT_CONTROLLER:
         raise PeerError("the envelope reached a node that is not the active controller")
     if answer.error_code or answer.response_data is None:
         raise EnvelopeRefused(answer.error_code)

@@ -8,8 +8,8 @@ import random
 from typing import NamedTuple
 
 from minikafka.metadata.image import MetadataImage
+from minikafka.protocol.errors import LEADER_NOT_AVAILABLE
 
-LEADER_NOT_AVAILABLE = 5
 
 
 class PartitionView(NamedTuple):

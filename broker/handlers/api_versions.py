@@ -10,11 +10,11 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from minikafka.broker.network.connection import api_versions_list
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
+from minikafka.protocol.errors import INVALID_REQUEST
 
 # Kafka ApiVersionsRequest.isValid (v3+): client software name and version must match this, else
 # INVALID_REQUEST with an empty api_keys list (ApiVersionsRequest.getErrorResponse)
 _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
-INVALID_REQUEST = 42
 FEATURE_LEVEL_0_SINCE = 4
 
 

@@ -10,10 +10,10 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster, authorized_operations
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
+from minikafka.protocol.errors import MISMATCHED_ENDPOINT_TYPE
 
 BROKERS_ENDPOINT = 1
 CONTROLLERS_ENDPOINT = 2
-MISMATCHED_ENDPOINT_TYPE = 114
 
 
 @handles(DescribeClusterRequest, DescribeClusterResponse, 0, 2)

@@ -5,6 +5,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 import kafka.errors as ke
+from minikafka.protocol.errors import FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 
 if TYPE_CHECKING:
     from minikafka.storage.partition_log import PartitionLog
@@ -16,8 +17,6 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 # Kafka's AdminUtils.ADMIN_CLIENT_ID: the one client id whose Produce may append to an internal topic
 ADMIN_CLIENT_ID = "__admin_client"
 INVALID_TOPIC = ke.InvalidTopicError.errno
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
 ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -27,12 +27,12 @@ from minikafka.broker.network.context import RequestContext
 from minikafka.broker.config.dynamic import ConfigRequestError
 from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.controller import INVALID_REQUEST, NOT_CONTROLLER, _active, _run
+from minikafka.protocol.errors import (CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, SECURITY_DISABLED,
+                                       TOPIC_AUTHORIZATION_FAILED)
 
 BROKER_CONFIG = 4
 TOPIC_CONFIG, GROUP_CONFIG, CLIENT_METRICS_CONFIG = 2, 32, 16
 SET, DELETE = 0, 1
-CLUSTER_DENIED, TOPIC_DENIED, GROUP_DENIED = 31, 29, 30
-SECURITY_DISABLED = 54
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
@@ -47,7 +47,7 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
     n = len(req.creations)
     if not authorize_cluster(ctx, A.ALTER):
         return CreateAclsResponse(throttle_time_ms=0, results=[
-            Result(error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.")] * n)
+            Result(error_code=CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.")] * n)
     if ctx.broker.authorizer is None:
         return CreateAclsResponse(throttle_time_ms=0, results=[
             Result(error_code=SECURITY_DISABLED, error_message=NO_AUTHORIZER)] * n)
@@ -77,7 +77,7 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
     Matching = FilterResult.DeleteAclsMatchingAcl
     if not authorize_cluster(ctx, A.ALTER):
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
-            FilterResult(error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.", matching_acls=[])
+            FilterResult(error_code=CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.", matching_acls=[])
             for _ in req.filters])
     if ctx.broker.authorizer is None:
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
@@ -121,7 +121,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
     if not authorize_cluster(ctx, A.ALTER):  # Kafka: one result per distinct user, by name
         names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
-            AlterResult(user=n, error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.")
+            AlterResult(user=n, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.")
             for n in names])
     if not _is_active(ctx):
         names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
@@ -198,9 +198,9 @@ def _alter_configs_denied(ctx: RequestContext, resource_type: int, name: str) ->
     """Kafka's ControllerApis.authorizeAlterResource: ALTER_CONFIGS on the cluster for BROKER and
     CLIENT_METRICS resources, on the topic or group for theirs; an unknown type is INVALID_REQUEST."""
     if resource_type in (BROKER_CONFIG, CLIENT_METRICS_CONFIG):
-        return None if authorize_cluster(ctx, A.ALTER_CONFIGS) else (CLUSTER_DENIED, "Cluster authorization failed.")
+        return None if authorize_cluster(ctx, A.ALTER_CONFIGS) else (CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     if resource_type == TOPIC_CONFIG:
-        return None if authorize(ctx, A.ALTER_CONFIGS, A.TOPIC, name) else (TOPIC_DENIED, "Topic authorization failed.")
+        return None if authorize(ctx, A.ALTER_CONFIGS, A.TOPIC, name) else (TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
     if resource_type == GROUP_CONFIG:
-        return None if authorize(ctx, A.ALTER_CONFIGS, A.GROUP, name) else (GROUP_DENIED, "Group authorization failed.")
+        return None if authorize(ctx, A.ALTER_CONFIGS, A.GROUP, name) else (GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
     return INVALID_REQUEST, f"Unexpected resource type {resource_type}"

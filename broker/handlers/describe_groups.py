@@ -10,10 +10,10 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize, authorized_operations
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
+from minikafka.protocol.errors import GROUP_ID_NOT_FOUND
 
 DescribedGroup = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribedGroup.DescribedGroupMember
-GROUP_ID_NOT_FOUND = 69
 
 
 @handles(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)

@@ -17,10 +17,8 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
+from minikafka.protocol.errors import CLUSTER_AUTHORIZATION_FAILED, ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-ELECTION_NOT_NEEDED = 84
-CLUSTER_AUTHORIZATION_FAILED = 31
 MESSAGES = {ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
             80: "The preferred leader was not available.", 41: "This is not the correct controller for this cluster.",
             83: "Eligible topic partition leaders are not available.",

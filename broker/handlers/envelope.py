@@ -22,9 +22,9 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles, spec_for
+from minikafka.protocol.errors import PRINCIPAL_DESERIALIZATION_FAILURE
 
 CLUSTER_AUTHORIZATION_FAILED = ke.ClusterAuthorizationFailedError.errno
-PRINCIPAL_DESERIALIZATION_FAILURE = 97
 INVALID_REQUEST = ke.InvalidRequestError.errno
 UNSUPPORTED_VERSION = ke.UnsupportedVersionError.errno
 # the APIs brokers forward to the controller (Kafka's ApiKeys.forwardable among the controller's APIs)

@@ -37,12 +37,12 @@ from minikafka.broker.network.registry import handles
 from minikafka.broker.network.response import EncodedBody, FileSlice
 from minikafka.broker.state import BrokerState
 from minikafka.broker.handlers.common import leader_epoch_error, topic_name_for_id
+from minikafka.protocol.errors import FETCH_SESSION_ID_NOT_FOUND
 
 TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = TopicData.PartitionData
 AbortedTransaction = PartitionData.AbortedTransaction
 READ_COMMITTED = 1
-FETCH_SESSION_ID_NOT_FOUND = 70
 NO_LIMIT = 0x7FFFFFFF
 # The partition's tagged fields (v12+), given explicitly so encoding reads slots instead of taking
 # kafka-python's per-attribute default lookup (it matters with many partitions); None = absent.

@@ -20,9 +20,8 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
+from minikafka.protocol.errors import CLUSTER_AUTHORIZATION_FAILED, KAFKA_STORAGE_ERROR
 
-CLUSTER_AUTHORIZATION_FAILED = 31
-KAFKA_STORAGE_ERROR = 56
 
 Held = list[tuple[str, int, Path]]  # (topic, partition, directory)
 

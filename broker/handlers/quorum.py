@@ -31,11 +31,8 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
+from minikafka.protocol.errors import BROKER_NOT_AVAILABLE, CLUSTER_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
 
-CLUSTER_AUTHORIZATION_FAILED = 31
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-BROKER_NOT_AVAILABLE = 8
 MAX_WAIT_MS = 1000  # the longest a quorum Fetch is held (a request's MaxWaitMs is capped to it)
 
 

@@ -21,13 +21,8 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
+from minikafka.protocol.errors import CLUSTER_AUTHORIZATION_FAILED, INVALID_REPLICATION_FACTOR, NOT_CONTROLLER, NO_REASSIGNMENT_IN_PROGRESS, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-REQUEST_TIMED_OUT = 7
-CLUSTER_AUTHORIZATION_FAILED = 31
-INVALID_REPLICATION_FACTOR = 38
-NOT_CONTROLLER = 41
-NO_REASSIGNMENT_IN_PROGRESS = 85
 MESSAGES = {CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.", REQUEST_TIMED_OUT: "The request timed out.",
             NOT_CONTROLLER: "This is not the correct controller for this cluster.",
             NO_REASSIGNMENT_IN_PROGRESS: "No partition reassignment is in progress for this topic-partition."}

@@ -40,6 +40,7 @@ from minikafka.broker.topic_catalog import (
 )
 from minikafka.broker.handlers.common import ZERO_UUID
 from minikafka.broker.handlers.configs import describe_topic_configs
+from minikafka.protocol.errors import NOT_CONTROLLER
 
 CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
 DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult
@@ -218,7 +219,6 @@ def _all_not_controller(resp) -> bool:
     return bool(items) and all(r.error_code == NOT_CONTROLLER for r in items)
 
 
-NOT_CONTROLLER = 41
 
 
 async def _delete_on_cluster(ctx: RequestContext, name: str) -> tuple[int, str | None, object]:

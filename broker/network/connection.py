@@ -58,6 +58,7 @@ from minikafka.broker.ops.metrics import HANDLER_FAILED, response_error
 from minikafka.broker.network.registry import advertised_versions, spec_for
 from minikafka.broker.network.response import EncodedBody, FileSlice
 from minikafka.broker.security.sasl.errors import SaslFailure, SessionExpired
+from minikafka.protocol.errors import UNSUPPORTED_VERSION
 
 if TYPE_CHECKING:
     from minikafka.broker.security.sasl.authenticator import SaslAuthenticator
@@ -71,7 +72,6 @@ _SIZE = struct.Struct(">i")
 WRITE_HIGH_WATER = 1024 * 1024  # unmute once the transport's buffer has drained (low water 0)
 FILE_CHUNK = 256 * 1024  # pread chunk of a FileSlice that cannot go out with sendfile
 STASH_MAX = 64 * 1024  # bytes a paused transport may still deliver (should be none)
-UNSUPPORTED_VERSION = 35
 
 # APIs whose in-flight request is cancelled when its client disconnects: a parked Fetch long poll
 # would otherwise hold a task and its pool memory for up to the client-chosen max_wait_ms after the

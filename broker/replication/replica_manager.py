@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from minikafka.broker.replication.partition_state import PartitionState
 from minikafka.broker.replication.throttle import ReplicationQuota, rate_of, throttled
+from minikafka.protocol.errors import FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, OPERATION_NOT_ATTEMPTED, REQUEST_TIMED_OUT, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
 
 if TYPE_CHECKING:
     from minikafka.storage.partition_log import PartitionLog
@@ -29,16 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-OPERATION_NOT_ATTEMPTED = 55
-INELIGIBLE_REPLICA = 107
 # AlterPartition answers that say the proposal was not applied (Kafka resets its pending state on these)
 NOT_APPLIED = frozenset({OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA})
 ALTER_PARTITION_RETRY_S = 0.5

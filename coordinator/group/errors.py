@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import kafka.errors as ke
+from minikafka.protocol.errors import NONE
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
-NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = ke.CoordinatorLoadInProgressError.errno
 NOT_COORDINATOR = ke.NotCoordinatorError.errno
 COORDINATOR_NOT_AVAILABLE = ke.CoordinatorNotAvailableError.errno

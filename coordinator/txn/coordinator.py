@@ -54,12 +54,12 @@ from minikafka.coordinator.txn.state import (
     is_epoch_exhausted,
 )
 from minikafka.coordinator.txn.state_manager import TXN_TOPIC, CoordinatorUnavailable, TxnStateManager
+from minikafka.protocol.errors import NONE
 
 log = logging.getLogger(__name__)
 
 GROUP_TOPIC = "__consumer_offsets"
 
-NONE = 0
 INVALID_REQUEST = ke.InvalidRequestError.errno
 INVALID_TRANSACTION_TIMEOUT = ke.InvalidTransactionTimeoutError.errno
 INVALID_PRODUCER_ID_MAPPING = ke.InvalidProducerIdMappingError.errno

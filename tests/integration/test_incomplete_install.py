@@ -70,7 +70,7 @@ def test_a_missing_handler_module_stops_a_single_node_before_it_listens(damaged,
 
 def test_a_missing_cluster_package_stops_a_quorum_node(damaged, tmp_path):
     """The case of the broken wheel: `minikafka.metadata` absent, a single-voter KRaft node."""
-    shutil.rmtree(damaged / "minikafka" / "coordinator" / "cluster")
+    shutil.rmtree(damaged / "minikafka" / "metadata")
     port, controller = free_port(), free_port()
     proc = serve(damaged, tmp_path, "node.id=1", "process.roles=broker,controller",
                  f"controller.quorum.voters=1@127.0.0.1:{controller}", "controller.listener.names=CONTROLLER",

@@ -7,11 +7,11 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from minikafka.protocol.record_batch import parse_header, validate_batches
-from minikafka.protocol.record_validator import (GZIP, LZ4, NONE, SNAPPY, ZSTD, UncompressedBatchTooLargeError,
+from minikafka.protocol.record_validator import (GZIP, LZ4, UNCOMPRESSED, SNAPPY, ZSTD, UncompressedBatchTooLargeError,
                                                  decompress_records)
 from minikafka.protocol.recompression import level_for, needs_recompression, recompress
 
-CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
+CODECS = [UNCOMPRESSED, GZIP, SNAPPY, LZ4, ZSTD]
 
 
 def batch(codec: int, n: int = 50, transactional: bool = True) -> bytes:
@@ -49,9 +49,9 @@ def test_recoded_batch_keeps_records_and_header(source, target):
 
 
 def test_several_batches_and_uncompressed_payload_equal_the_inflated_one():
-    data = batch(LZ4) + batch(NONE, 3, transactional=False) + batch(ZSTD, 7)
-    recoded = recompress(data, NONE, 0, 64 << 20)
-    assert [h.compression for _p, h in validate_batches(recoded)] == [NONE, NONE, NONE]
+    data = batch(LZ4) + batch(UNCOMPRESSED, 3, transactional=False) + batch(ZSTD, 7)
+    recoded = recompress(data, UNCOMPRESSED, 0, 64 << 20)
+    assert [h.compression for _p, h in validate_batches(recoded)] == [UNCOMPRESSED, UNCOMPRESSED, UNCOMPRESSED]
     assert records_of(recoded) == records_of(data)
     first = memoryview(data)[:parse_header(data).size]
     assert bytes(memoryview(recoded)[61:parse_header(recoded).size]) == decompress_records(first, LZ4, 1 << 30)
@@ -62,4 +62,4 @@ def test_the_inflation_bound_holds():
     with pytest.raises(UncompressedBatchTooLargeError):
         recompress(bomb, ZSTD, 3, 1000)
     with pytest.raises(UncompressedBatchTooLargeError):
-        recompress(batch(NONE, 200), ZSTD, 3, 1000)
+        recompress(batch(UNCOMPRESSED, 200), ZSTD, 3, 1000)
