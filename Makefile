@@ -55,25 +55,25 @@ spark-jars:
 kafka-lab-run: kafka-lab
 	python3 scripts/apache_kafka.py run --port 9192
 
-# The protocol fuzzer (tests/integration/test_protocol_fuzz.py) at length, with a random seed: CI runs
+# The protocol fuzzer (tests/integration/robustness/test_protocol_fuzz.py) at length, with a random seed: CI runs
 # a small fixed-seed budget. MINIKAFKA_FUZZ_EXAMPLES is spread over the API keys the broker serves.
-# The hostile-load test (tests/integration/test_hostile_load.py) runs longer and with more clients.
+# The hostile-load test (tests/integration/robustness/test_hostile_load.py) runs longer and with more clients.
 MINIKAFKA_FUZZ_EXAMPLES ?= 20000
 MINIKAFKA_HOSTILE_SECONDS ?= 120
 MINIKAFKA_HOSTILE_SCALE ?= 2
-# The metadata quorum's Raft simulation (tests/unit/test_quorum_raft.py): more seeds, longer runs.
+# The metadata quorum's Raft simulation (tests/unit/raft/test_quorum_raft.py): more seeds, longer runs.
 MINIKAFKA_RAFT_SEEDS ?= 400
 MINIKAFKA_RAFT_SIM_MS ?= 120000
-# The Jepsen-style cluster run (bench/jepsen.py via tests/integration/test_cluster_jepsen.py).
+# The Jepsen-style cluster run (bench/jepsen.py via tests/integration/cluster/test_cluster_jepsen.py).
 MINIKAFKA_JEPSEN_SECONDS ?= 600
 soak: setup-test
 	MINIKAFKA_FUZZ_EXAMPLES=$(MINIKAFKA_FUZZ_EXAMPLES) MINIKAFKA_HOSTILE_SECONDS=$(MINIKAFKA_HOSTILE_SECONDS) \
 	  MINIKAFKA_HOSTILE_SCALE=$(MINIKAFKA_HOSTILE_SCALE) MINIKAFKA_RAFT_SEEDS=$(MINIKAFKA_RAFT_SEEDS) \
 	  MINIKAFKA_RAFT_SIM_MS=$(MINIKAFKA_RAFT_SIM_MS) MINIKAFKA_JEPSEN_SECONDS=$(MINIKAFKA_JEPSEN_SECONDS) \
 	  $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
-	  -o timeout=0 tests/integration/test_protocol_fuzz.py tests/unit/test_codec_checks.py \
-	  tests/integration/test_hostile_load.py tests/unit/test_quorum_raft.py \
-	  tests/integration/test_cluster_jepsen.py $(PYTEST_ARGS)
+	  -o timeout=0 tests/integration/robustness/test_protocol_fuzz.py tests/unit/protocol/test_codec_checks.py \
+	  tests/integration/robustness/test_hostile_load.py tests/unit/raft/test_quorum_raft.py \
+	  tests/integration/cluster/test_cluster_jepsen.py $(PYTEST_ARGS)
 
 # minikafka vs Apache Kafka (warm, cold, CPU per GB, scaling) into BENCHMARKS.md; run it on a quiet
 # machine. BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick" or "--mode warm --no-scaling".

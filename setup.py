@@ -3,7 +3,7 @@
 `[tool.setuptools.package-dir]` maps each top-level source folder (broker/, protocol/, ...) to a
 `minikafka.*` package. setuptools' own `find` cannot add that prefix, so this walks each mapped folder with
 `find_packages` and prefixes what it finds: every sub-package under a mapped folder ships, by construction,
-and tests/unit/test_packaging.py checks the built wheel against the source tree.
+and tests/unit/project/test_packaging.py checks the built wheel against the source tree.
 """
 from __future__ import annotations
 

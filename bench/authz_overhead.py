@@ -37,7 +37,7 @@ def small_produce(bootstrap: str, topic: str, n: int) -> float:
 
 def grant_everything(bootstrap: str) -> None:
     """User:* may do ALL on every topic and group (the cluster too, for the admin calls)."""
-    from tests.authz_helpers import Admin, binding
+    from tests.support.authz_helpers import Admin, binding
     from minikafka.broker.security import acl as A
     admin = Admin(bootstrap)
     admin.grant(*[binding(t, n, A.ALL, principal="User:*", host="*")

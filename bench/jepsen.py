@@ -6,7 +6,7 @@ offset-mismatch and unexpected counts).
     .venv/bin/python -m bench.jepsen --seconds 300 --seed 7      # `make soak` runs a longer one
     .venv/bin/python -m bench.jepsen --seconds 60 --moves        # replicas reassigned meanwhile too
     .venv/bin/python -m bench.jepsen --seconds 60 --secured      # ACLs, SASL, an intruder on every node
-    .venv/bin/python -m bench.jepsen --seconds 20 --json         # CI's budget (tests/integration/test_cluster_jepsen.py)
+    .venv/bin/python -m bench.jepsen --seconds 20 --json         # CI's budget (tests/integration/cluster/test_cluster_jepsen.py)
     .venv/bin/python -m bench.jepsen --against kafka --seconds 120  # the same run against three Apache Kafka nodes
 
 Workload: an idempotent confluent-kafka producer (acks=all) writes "i:<seq>" round-robin to 3 partitions

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 
-# every package of the installation (tests/unit/test_installation.py keeps it equal to the source tree): the
+# every package of the installation (tests/unit/broker/test_installation.py keeps it equal to the source tree): the
 # handlers import from all of them, so any role needs them all
 PACKAGES = (
     "minikafka.protocol",
@@ -65,7 +65,7 @@ TXN_MODULES = STORAGE_MODULES + (
     "minikafka.coordinator.txn.coordinator",
 )
 # a node of a multi-node quorum: the metadata quorum, the controller and its image, replication (every
-# module of these packages; tests/unit/test_installation.py keeps the list equal to the source tree)
+# module of these packages; tests/unit/broker/test_installation.py keeps the list equal to the source tree)
 CLUSTER_MODULES = (
     "minikafka.raft.config",
     "minikafka.raft.core",

@@ -18,7 +18,7 @@ pausing before each module while requests are in flight: on the event loop a big
 kafka.protocol admin package, the partition log) would hold every connection up for tens of
 milliseconds, while the thread only shares the GIL with the loop (a request waits for it about a switch
 interval, 5 ms, at a time; measured: Metadata p99 ~9 ms instead of ~3 ms during the first second).
-This is safe because minikafka's modules import each other without cycles (tests/unit/test_warmup.py):
+This is safe because minikafka's modules import each other without cycles (tests/unit/broker/test_warmup.py):
 when the loop thread needs a module the worker is importing, it waits on that module's import lock,
 and no two imports can wait on each other.
 """

@@ -1,6 +1,6 @@
 """The one table of Kafka error codes: every code minikafka answers with, by Kafka's name, taken from
 kafka-python's `kafka.errors` (itself generated from Kafka's Errors enum); no module declares a code of its
-own (tests/unit/test_error_table.py). Domain exceptions map to these in broker/errors.py."""
+own (tests/unit/protocol/test_error_table.py). Domain exceptions map to these in broker/errors.py."""
 from __future__ import annotations
 
 import kafka.errors as ke

@@ -28,7 +28,7 @@ when the native parser refuses a batch does the pure-Python parser below (`_pars
 give Kafka's exact verdict (which error, which record): it also accepts what the native parser gets
 wrong (record attribute bytes >= 0x80, which aiokafka reads as a varint).
 
-Error codes, as Apache Kafka 4.3.1 answers (tests/integration/test_corrupt_batches.py):
+Error codes, as Apache Kafka 4.3.1 answers (tests/integration/clients/test_corrupt_batches.py):
 unknown codec, undecodable payload, a record length prefix whose varint never ends, inner offsets of
 a compressed batch that are not 0..n-1 -> UNKNOWN_SERVER_ERROR (-1) (`UndecodableBatchError`);
 framing -> INVALID_RECORD (87); timestamps -> INVALID_TIMESTAMP (32) with record_errors; compacted

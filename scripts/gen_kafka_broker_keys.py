@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 
 from kafka.protocol.admin import DescribeConfigsRequest  # noqa: E402
 
-from tests.helpers import RawClient  # noqa: E402
+from tests.support.helpers import RawClient  # noqa: E402
 
 TYPES = {0: "UNKNOWN", 1: "BOOLEAN", 2: "STRING", 3: "INT", 4: "SHORT", 5: "LONG", 6: "DOUBLE", 7: "LIST",
          8: "CLASS", 9: "PASSWORD"}

@@ -1,6 +1,6 @@
 """The dispatch table: API key -> handler.
 
-Two views of it, kept identical by tests/unit/test_registry.py:
+Two views of it, kept identical by tests/unit/broker/test_registry.py:
 - `API_TABLE`, static: API key -> (handler module, min version, max version). ApiVersions is
   answered from it, so the broker can advertise every API before any handler module is imported.
 - `HANDLERS`, filled by the `@handles(request, response, min, max)` decorator of each handler module

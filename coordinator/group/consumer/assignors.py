@@ -3,7 +3,7 @@ UniformAssignor / RangeAssignor names). Pure functions, no I/O.
 
 Input: the members' subscriptions (member id -> set of topic ids), the partition count of each
 subscribed topic, and the current target assignment (for stickiness). Output: member id ->
-{topic id: set of partitions}. Invariants (tests/unit/test_consumer_assignors.py): every partition of
+{topic id: set of partitions}. Invariants (tests/unit/coordinator/test_consumer_assignors.py): every partition of
 a subscribed topic goes to exactly one member subscribed to it; no partition goes to a member not
 subscribed to its topic or to a non-existent partition.
 """
