@@ -48,6 +48,7 @@ from minikafka.storage.partition_metadata import (
     PARTITION_METADATA_FILE,
     atomic_write,
     fsync_dir,
+    parse_partition_dir,
     topic_id_to_str,
     write_partition_metadata,
 )
@@ -81,15 +82,6 @@ TopicPartition = tuple[str, int]
 # the metadata quorum's log (raft/store.py, which creates quorum.log in it), as Kafka
 # names it; not a partition log
 METADATA_LOG_DIR = "__cluster_metadata-0"
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); ValueError if the name does not fit. The same rule
-    as `partition_log.parse_partition_dir`, here so that listing directories imports no log code."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        raise ValueError(f"not a partition directory name: {name!r}")
-    return topic, int(part)
 
 
 def _partition_log_class() -> type["PartitionLog"]:

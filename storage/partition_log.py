@@ -1,4 +1,9 @@
-"""PartitionLog: the ordered segments of one `<topic>-<partition>` directory.
+"""PartitionLog: the ordered segments of one `<topic>-<partition>` directory (Kafka's UnifiedLog). It owns
+the partition's state (segments, log start and end, high watermark, epoch cache, producer state) and
+applies changes to it; the jobs around that state are beside it: opening and recovery in log_loader.py,
+checking an append before it is written in append_preparation.py, the writer-thread pipeline in
+pending_writes.py, reads from a snapshot in log_reads.py, the choice of what retention deletes in
+retention.py.
 
 Threading invariant: one owner thread (the event loop) calls every mutating method (append,
 begin_append, retention, delete_records_before, update_config, flush, close). `begin_append` hands
@@ -21,106 +26,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import shutil
-import struct
 import time
-from bisect import bisect_right
-from collections import deque
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
-from minikafka.protocol.record_batch import (
-    CONTROL_MASK,
-    CURRENT_MAGIC,
-    HEADER_SIZE,
-    BatchHeader,
-    CorruptRecordError,
-    TIMESTAMP_TYPE_MASK,
-    compute_crc,
-    iter_headers,
-    patch_base_offset,
-    peek_size,
-    validate_batches,
+from minikafka.protocol.record_validator import settings_for
+from minikafka.storage import log_loader, log_reads
+from minikafka.storage.append_preparation import (
+    AppendInfo,
+    Prepared,
+    follower_parts,
+    prepare_follower_append,
+    prepare_leader_append,
 )
-from minikafka.protocol.record_validator import settings_for, validate_client_batch
-from minikafka.storage import append_writer
 from minikafka.storage.batch_io import MAX_RELATIVE_OFFSET
+from minikafka.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from minikafka.storage.index import OffsetIndex, TimeIndex
 from minikafka.storage.leader_epoch_cache import LeaderEpochCache
-from minikafka.storage.errors import (
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
-)
 from minikafka.storage.log_config import LogConfig
-from minikafka.storage.partition_metadata import atomic_write, fsync_dir, read_partition_metadata
-from minikafka.storage.producer_state import (
-    AppendOrigin,
-    CompletedTxn,
-    ProducerAppendInfo,
-    ProducerStateEntry,
-    ProducerStateManager,
-)
-from minikafka.storage.segment import SEGMENT_SUFFIXES, BatchInfo, LogRange, LogSegment, segment_name
+from minikafka.storage.partition_metadata import fsync_dir, parse_partition_dir, read_partition_metadata
+from minikafka.storage.pending_writes import PendingAppend, PendingWrites
+from minikafka.storage.producer_state import AppendOrigin, CompletedTxn, ProducerStateEntry, ProducerStateManager
+from minikafka.storage.retention import Breach, below_log_start, deletable_prefix, retention_breaches
+from minikafka.storage.segment import LogRange, LogSegment
 from minikafka.storage.txn_index import AbortedTxn
-from minikafka.storage.txn_markers import parse_marker
 
 log = logging.getLogger(__name__)
 
-LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
-STRAY_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
 HIGH_WATERMARK = -1  # DeleteRecords sentinel: delete up to the high watermark
 # begin_append writes appends up to this size inline when nothing is pending: the hop to the writer
 # thread and back (~50 us) costs more than copying them into the page cache
 INLINE_WRITE_BYTES = 64 * 1024
-
-_EPOCH = struct.Struct(">i")
-_ATTRIBUTES = struct.Struct(">h")
-_TIMESTAMP = struct.Struct(">q")
-_CRC = struct.Struct(">I")
-
-
-class AppendInfo(NamedTuple):
-    first_offset: int
-    last_offset: int
-    log_append_time_ms: int  # -1 unless message.timestamp.type=LogAppendTime
-    log_start_offset: int
-
-
-class _Prepared(NamedTuple):
-    """A validated append with its offsets assigned, not yet written."""
-    buf: bytearray | memoryview
-    batches: list[BatchInfo]
-    first_offset: int
-    next_offset: int  # last offset + 1
-    max_ts: int
-    now_ms: int
-    log_append_time_ms: int
-    producers: dict[int, ProducerAppendInfo] | None
-    completed_txns: list[CompletedTxn] | None
-    epochs: list[tuple[int, int]] | None  # (leader epoch, start offset) newer than the epoch cache's latest
-
-
-class _PendingAppend(NamedTuple):
-    """An append being written by the writer thread at `start` of `segment`, published in order."""
-    prepared: _Prepared
-    segment: LogSegment
-    start: int
-    published: "asyncio.Future[AppendInfo]"
-    write: Future
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); ValueError if the name does not fit."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        raise ValueError(f"not a partition directory name: {name!r}")
-    return topic, int(part)
 
 
 class PartitionLog:
@@ -143,17 +81,19 @@ class PartitionLog:
         self._log_start_offset = 0
         self._leo = 0  # published log end offset (readers); `_next_offset` is the next one to assign
         # appends whose bytes a writer thread is writing (begin_append), oldest first
-        self._pending: deque[_PendingAppend] = deque()
-        self._pending_bytes = 0  # their bytes, all in the active segment (a roll drains them first)
-        self._write_failed = False  # set by the writer thread; the pending writes after it are skipped
+        self._pending = PendingWrites(self.dir, lambda p: self._published(p.prepared, p.segment, p.start),
+                                      self._rewind)
         self._rewinding = False
         self._truncating = False  # truncate_to_async: a worker owns the log; writers are refused
         loaded = LeaderEpochCache.load(self.dir)
         self._epochs = loaded if loaded is not None else LeaderEpochCache(self.dir)
-        self._rebuild_epochs = loaded is None  # no checkpoint: rebuilt from every batch header below
-        self._load(clean_shutdown)
+        segments, self._leo, self._log_start_offset = log_loader.load_segments(
+            self.dir, clean_shutdown, self._new_segment, loaded, self._now_ms(), self._log_fields)
+        self._publish(segments)
         self._next_offset = self._leo
-        self._load_epoch_cache()
+        # no checkpoint: the cache is rebuilt from every batch header
+        log_loader.settle_epoch_cache(self._epochs, loaded is None, self._view[0], self._log_start_offset,
+                                      self._leo, self.dir.name, self._log_fields)
         # None: the high watermark is the log end offset (a single broker); else the replica manager's
         self._hw: int | None = None if high_watermark is None else self._clamp_hw(high_watermark)
         self.topic_id: bytes | None = read_partition_metadata(self.dir)
@@ -275,133 +215,16 @@ class PartitionLog:
         return LogSegment(self.dir, base_offset, index_interval_bytes=cfg.index_interval_bytes,
                           now_ms=now_ms, roll_jitter_ms=jitter)
 
-    # ---------------------------------------------------------------- loading / recovery
-
-    def _load(self, clean_shutdown: bool) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        names = os.listdir(self.dir)  # one listing for segments, orphan indexes and strays
-        bases: list[int] = []
-        for name in names:
-            if name.endswith(STRAY_SUFFIXES):
-                path = self.dir / name
-                log.info("deleting stray file %s", path)
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-            elif name.endswith(".log") and len(name) == 24 and name[:20].isdigit():
-                bases.append(int(name[:20]))
-        bases.sort()
-        known = {segment_name(b) for b in bases}
-        for name in names:
-            for suffix in SEGMENT_SUFFIXES[1:]:
-                if name.endswith(suffix) and not name.startswith(".") and name[:-len(suffix)] not in known:
-                    log.info("deleting orphan index %s", self.dir / name)
-                    (self.dir / name).unlink()
-        now = self._now_ms()
-        segments: list[LogSegment] = []
-        for i, base in enumerate(bases):
-            seg = self._new_segment(base, now)
-            last = i == len(bases) - 1
-            problem = "no clean shutdown" if last and not clean_shutdown else seg.load(verify_tail=last)
-            if segments and base < segments[-1].next_offset:
-                raise KafkaStorageError(f"{seg.log_path} overlaps the previous segment")
-            segments.append(seg)
-            if problem:
-                runs: list[tuple[int, int]] = []  # (epoch, base offset) where the batches' epoch changes
-                truncated = seg.recover(lambda h: (not runs or runs[-1][0] != h.partition_leader_epoch)
-                                        and runs.append((h.partition_leader_epoch, h.base_offset)))
-                if (last or truncated) and not self._rebuild_epochs:
-                    self._reassign_epochs(seg.base_offset, runs)
-                if problem != "no clean shutdown" or truncated:
-                    log.warning("recovered %s (%s): truncated %d bytes", seg.log_path, problem, truncated,
-                                extra=self._log_fields)
-                if truncated and not last:
-                    for later in bases[i + 1:]:
-                        log.warning("deleting %s after a truncated segment", segment_name(later))
-                        doomed = self._new_segment(later, now)
-                        doomed.delete()
-                    break
-        checkpoint = self._read_log_start_offset()
-        if not segments:
-            segments.append(self._new_segment(checkpoint, now))
-        self._publish(segments)
-        self._leo = segments[-1].next_offset
-        self._log_start_offset = min(max(checkpoint, segments[0].base_offset), self._leo)
-
-    def _reassign_epochs(self, base_offset: int, runs: list[tuple[int, int]]) -> None:
-        """The recovered last segment (from `base_offset`) re-derives the epoch entries from its
-        batches: an entry a crash kept from the disk comes back, entries past its end go."""
-        cache = self._epochs
-        cache.truncate_from_end(base_offset)
-        for epoch, start in runs:
-            if epoch > cache.latest_epoch:
-                cache.assign(epoch, start)
-
-    def _load_epoch_cache(self) -> None:
-        """Bring the leader epoch cache in line with the loaded log: without a checkpoint file, rebuild
-        it from the batch headers (once: the file is written even if no batch has an epoch); then drop
-        entries past the log end and before the log start (Kafka LogLoader)."""
-        cache = self._epochs
-        if self._rebuild_epochs:
-            self._rebuild_epochs = False
-            if self._leo > self._log_start_offset:
-                t0 = time.monotonic()
-                start = self._log_start_offset
-                for seg in self._view[0]:
-                    if seg.next_offset <= start:
-                        continue
-                    for _pos, header in seg.iter_headers():
-                        if header.last_offset >= start and header.partition_leader_epoch > cache.latest_epoch:
-                            cache.assign(header.partition_leader_epoch, max(header.base_offset, start))
-                if not cache.epoch_entries():
-                    cache.write()
-                log.info("rebuilt the leader epoch cache of %s from the log in %.0f ms: %s", self.dir.name,
-                         (time.monotonic() - t0) * 1000, cache.epoch_entries(), extra=self._log_fields)
-        cache.truncate_from_end(self._leo)
-        cache.truncate_from_start(self._log_start_offset)
-
-    def _read_log_start_offset(self) -> int:
-        path = self.dir / LOG_START_OFFSET_FILE
-        try:
-            lines = path.read_text("ascii").split("\n")
-            if lines[0].strip() == "0" and int(lines[1]) == 1:
-                return max(int(lines[2].split()[-1]), 0)
-        except FileNotFoundError:
-            return 0
-        except (ValueError, IndexError, UnicodeDecodeError):
-            pass
-        log.warning("ignoring unreadable %s", path)
-        return 0
+    # ---------------------------------------------------------------- loading (storage/log_loader.py)
 
     def _write_log_start_offset(self) -> None:
-        text = f"0\n1\n{self.topic} {self.partition} {self._log_start_offset}\n"
-        atomic_write(self.dir / LOG_START_OFFSET_FILE, text.encode())
+        log_loader.write_log_start_offset(self.dir, self.topic, self.partition, self._log_start_offset)
 
     def _load_producer_state(self) -> None:
-        """Newest valid snapshot at or below the LEO, then the batch headers after it (Kafka
-        loadProducerState); without a usable snapshot, the headers from the log start."""
-        t0 = time.monotonic()
-        ps = self._producers
-        ps.scan_snapshots()
-        snapshot = ps.load_latest_snapshot(self._log_start_offset, self._leo, self._now_ms())
-        start = ps.last_map_offset
-        replayed = 0
-        self._active.txn_index.truncate_to(self._leo)  # entries of markers lost to a torn tail
-        for seg in self._view[0]:
-            if seg.next_offset <= start:
-                continue
-            found = seg.find_batch(start) if start > seg.base_offset else None
-            for pos, header in seg.iter_headers(found[0] if found else 0):
-                if header.last_offset >= start:
-                    marker = parse_marker(seg.read_batch(pos, header)) if header.is_control else None
-                    completed = ps.replay(header, marker)
-                    if completed is not None:
-                        self._complete_txn(seg, completed, replay=True)
-                    replayed += 1
-        ps.update_map_end_offset(self._leo)
-        self.producer_state_replayed_batches = replayed
-        if snapshot is not None or replayed:
-            log.info("producer state of %s: %s, replayed %d batches from offset %d in %.0f ms (%d producer ids)",
-                     self.dir.name, f"snapshot at offset {snapshot}" if snapshot is not None else "no snapshot",
-                     replayed, start, (time.monotonic() - t0) * 1000, len(ps.producers), extra=self._log_fields)
+        self.producer_state_replayed_batches = log_loader.replay_producer_state(
+            self._producers, self._view[0], self._log_start_offset, self._leo, self._now_ms(),
+            lambda seg, completed: self._complete_txn(seg, completed, replay=True), self.dir.name,
+            self._log_fields)
 
     # ---------------------------------------------------------------- append
 
@@ -451,18 +274,12 @@ class PartitionLog:
             raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
         prepared = self._prepare(records, leader_epoch, origin, validated, transaction_version)
         if isinstance(prepared, AppendInfo):  # a retry: answered once the original is published
-            if not self._pending:
-                return prepared
-            done: asyncio.Future[AppendInfo] = loop.create_future()
-            self._pending[-1].published.add_done_callback(
-                lambda f: done.cancelled() or (done.set_exception(f.exception()) if f.exception() is not None
-                                               else done.set_result(prepared)))
-            return done
+            return self._pending.answer_after_last(prepared, loop) if self._pending else prepared
         if prepared.completed_txns:  # markers come from coordinators through `append`
             raise KafkaStorageError("transaction markers are appended synchronously")
         return self._start_write(prepared, loop, prepared.first_offset)
 
-    def _start_write(self, prepared: _Prepared, loop: asyncio.AbstractEventLoop, next_offset: int,
+    def _start_write(self, prepared: Prepared, loop: asyncio.AbstractEventLoop, next_offset: int,
                      replace_conflicts: bool = False) -> "AppendInfo | asyncio.Future[AppendInfo]":
         """begin_append's second half: roll if needed, assign new epochs, then write inline or hand the
         write to the writer thread. `next_offset` is the next offset `prepared` was checked against."""
@@ -475,20 +292,9 @@ class PartitionLog:
             segment.append(prepared.buf, prepared.batches)
             self._reserve(prepared, segment)
             return self._published(prepared, segment)
-        start = segment.size + self._pending_bytes
+        start = segment.size + self._pending.bytes
         self._reserve(prepared, segment)
-        self._pending_bytes += len(prepared.buf)
-        pending = _PendingAppend(prepared, segment, start, loop.create_future(),
-                                 append_writer.submit(self.dir.parent, self._write, segment, prepared.buf, start))
-
-        def written(_f: object) -> None:
-            try:
-                loop.call_soon_threadsafe(self._publish_written)
-            except RuntimeError:  # the loop is closed: close() drains and publishes instead
-                pass
-        pending.write.add_done_callback(written)
-        self._pending.append(pending)
-        return pending.published
+        return self._pending.submit(prepared, segment, start, loop)
 
     # ---------------------------------------------------------------- follower appends
 
@@ -538,76 +344,13 @@ class PartitionLog:
         return self._start_write(prepared, loop, expected, replace_conflicts=True)
 
     def _follower_parts(self, records: bytes | bytearray | memoryview) -> list[memoryview]:
-        """The whole batches of `records` (a trailing partial one dropped) in parts of at most
-        segment.bytes each (a single larger batch is a part of its own)."""
-        view = memoryview(records)
-        limit = self._config.segment_bytes
-        parts: list[memoryview] = []
-        start = pos = 0
-        end = len(view)
-        while pos < end:
-            peek = peek_size(view, pos)
-            if peek is None or peek[1] < HEADER_SIZE or pos + peek[1] > end:
-                break
-            size = peek[1]
-            if pos > start and pos + size - start > limit:
-                parts.append(view[start:pos])
-                start = pos
-            pos += size
-        if pos > start:
-            parts.append(view[start:pos])
-        return parts
+        return follower_parts(records, self._config.segment_bytes)
 
-    def _prepare_follower(self, view: memoryview) -> _Prepared:
-        """Check a part of a follower append (whole batches) against the log and collect its producer
-        state and new epochs; touches no state."""
+    def _prepare_follower(self, view: memoryview) -> Prepared:
         if self._truncating:
             raise KafkaStorageError(f"{self.dir.name} is being truncated")
-        expected = self._next_offset
-        producers: dict[int, ProducerAppendInfo] = {}
-        completed_txns: list[CompletedTxn] | None = None
-        batches: list[BatchInfo] = []
-        epochs: list[tuple[int, int]] | None = None
-        latest_epoch = self._epochs.latest_epoch
-        max_ts = -1
-        first_offset = -1
-        for pos, header in iter_headers(view):
-            if header.magic != CURRENT_MAGIC:
-                raise CorruptRecordError(f"record batch magic {header.magic} at offset {header.base_offset}")
-            if compute_crc(view, pos, header.size) != header.crc:
-                raise CorruptRecordError(f"record batch CRC mismatch at offset {header.base_offset} "
-                                         f"in the append to {self.dir.name}")
-            if header.last_offset_delta < 0 or header.record_count < 0:
-                raise CorruptRecordError(f"negative lastOffsetDelta or record count at offset {header.base_offset}")
-            if header.base_offset < expected:
-                what = "First offset" if not batches else "Offsets out of order:"
-                raise UnexpectedAppendOffsetError(
-                    f"Unexpected offset in append to {self.dir.name}. {what} {header.base_offset} is less than "
-                    f"the next offset {expected}.", header.base_offset, header.last_offset)
-            if first_offset < 0:
-                first_offset = header.base_offset
-            epoch = header.partition_leader_epoch
-            if epoch >= 0 and epoch != latest_epoch:
-                epochs = [*(epochs or ()), (epoch, header.base_offset)]
-                latest_epoch = epoch
-            ts = header.max_timestamp
-            if header.producer_id >= 0:
-                if header.is_control:
-                    marker = parse_marker(view, pos)
-                    completed = None if marker is None else self._producers.prepare_marker(
-                        header, header.base_offset, marker[0], marker[1], ts, AppendOrigin.REPLICATION, producers)
-                    if completed is not None:
-                        completed_txns = [*(completed_txns or ()), completed]
-                else:
-                    self._producers.prepare(header, header.base_offset, ts, AppendOrigin.REPLICATION, producers)
-            batches.append(BatchInfo(pos, header.size, header.last_offset, ts))
-            max_ts = max(max_ts, ts)
-            expected = header.last_offset + 1
-        if not batches:
-            raise CorruptRecordError(f"no whole record batch in the append to {self.dir.name}")
-        now_ms = self._now_ms()
-        return _Prepared(view, batches, first_offset, expected, max_ts, now_ms, -1, producers or None,
-                         completed_txns, epochs)
+        return prepare_follower_append(view, next_offset=self._next_offset, latest_epoch=self._epochs.latest_epoch,
+                                       producers_state=self._producers, now_ms=self._now_ms(), name=self.dir.name)
 
     # ---------------------------------------------------------------- truncation (followers)
 
@@ -752,65 +495,20 @@ class PartitionLog:
             return epoch, end
         return None
 
-    def _write(self, segment: LogSegment, buf: memoryview | bytearray, start: int) -> None:
-        """Writer thread: one pending append's bytes; skipped once an earlier one of this log failed."""
-        if self._write_failed:
-            raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")
-        try:
-            segment.write(buf, start)
-        except BaseException:
-            self._write_failed = True
-            raise
-
-    def _publish_written(self) -> None:
-        """Owner thread: publish pending appends whose write finished, oldest first, up to the first
-        still being written; a failed write fails it and everything after it (`_rewind`)."""
-        while self._pending and self._pending[0].write.done():
-            pending = self._pending.popleft()
-            exc = pending.write.exception()
-            if exc is not None:
-                self._rewind(pending, exc)
-                return
-            self._pending_bytes -= len(pending.prepared.buf)
-            try:
-                info = self._published(pending.prepared, pending.segment, pending.start)
-            except Exception as exc:  # an index write failed: the bytes are in the file, say so
-                if not pending.published.done():
-                    pending.published.set_exception(exc)
-                continue
-            if not pending.published.done():
-                pending.published.set_result(info)
-
     def drain_writes(self) -> None:
-        """Owner thread: wait for every pending write of this log and publish it (blocks for at most
-        the writes queued on this log dir's writer; used before anything that needs the whole log)."""
-        if not self._pending:
-            return
-        for pending in list(self._pending):
-            try:
-                pending.write.result()
-            except Exception:
-                pass
-        self._publish_written()
+        """Owner thread: wait for every pending write of this log and publish it (used before anything
+        that needs the whole log)."""
+        self._pending.drain()
 
-    def _rewind(self, failed: _PendingAppend, exc: BaseException) -> None:
-        """Owner thread: `failed`'s write failed (the file is cut back to where it began, which is the
-        published size). Fail it and every later pending append, forget their offsets and reload the
-        producer state from the published log, so the partition goes on where it was published."""
+    def _rewind(self, doomed: list[PendingAppend], exc: BaseException) -> None:
+        """Owner thread: a write failed (the file is cut back to where it began, the published size) and
+        dooms these appends. Fail them, forget their offsets and reload the producer state from the
+        published log, so the partition goes on where it was published."""
         self._rewinding = True
         try:
-            doomed = [failed, *self._pending]
-            self._pending.clear()
-            for pending in doomed[1:]:
-                try:
-                    pending.write.result()
-                except Exception:
-                    pass
             error = exc if isinstance(exc, KafkaStorageError) else KafkaStorageError(str(exc))
             log.error("append to %s failed, %d pending appends refused: %s", self.dir.name, len(doomed), exc,
                       extra=self._log_fields)
-            self._write_failed = False
-            self._pending_bytes = 0
             self._next_offset = self._leo
             self._epochs.truncate_from_end(self._leo + 1)  # epochs of the refused appends
             self._producers = ProducerStateManager(self.dir, self._config.producer_id_expiration_ms)
@@ -822,70 +520,14 @@ class PartitionLog:
             self._rewinding = False
 
     def _prepare(self, records: bytes | bytearray | memoryview, leader_epoch: int | None, origin: AppendOrigin,
-                 validated: bool, transaction_version: int = 0) -> "_Prepared | AppendInfo":
-        """Validate and assign offsets from the next free one (patching `records` or a copy); a
-        duplicate of one of the producer's last batches -> its original AppendInfo. Touches no state."""
+                 validated: bool, transaction_version: int = 0) -> Prepared | AppendInfo:
         if self._truncating:
             raise KafkaStorageError(f"{self.dir.name} is being truncated")
-        cfg = self._config
-        headers = validate_batches(records)
-        for pos, header in headers:
-            if header.size > cfg.max_message_bytes:  # before content checks, as Kafka analyzes sizes first
-                raise RecordTooLargeError(
-                    f"batch of {header.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-            if origin is AppendOrigin.CLIENT and not validated:
-                validate_client_batch(memoryview(records)[pos:pos + header.size], header,
-                                      self.validation_settings())
-        if len(records) > cfg.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"{len(records)} bytes exceed segment.bytes {cfg.segment_bytes}")
-        # a writable view (the request frame, see protocol/codec.py) is patched in place; else a copy
-        buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
-        now_ms = self._now_ms()
-        append_time = cfg.log_append_time
-        first_offset = offset = self._next_offset
-        batches: list[BatchInfo] = []
-        max_ts = -1
-        producers: dict[int, ProducerAppendInfo] | None = None
-        completed_txns: list[CompletedTxn] | None = None
-        latest_epoch = self._epochs.latest_epoch
-        epochs: list[tuple[int, int]] | None = None
-        if leader_epoch is not None and leader_epoch > latest_epoch:
-            epochs = [(leader_epoch, first_offset)]
-        for pos, header in headers:
-            if leader_epoch is None and header.partition_leader_epoch > latest_epoch:
-                latest_epoch = header.partition_leader_epoch
-                epochs = [*(epochs or ()), (latest_epoch, offset)]
-            patch_base_offset(buf, pos, offset)
-            if leader_epoch is not None:
-                _EPOCH.pack_into(buf, pos + 12, leader_epoch)
-            batch_ts = header.max_timestamp
-            if append_time:
-                batch_ts = now_ms
-                _ATTRIBUTES.pack_into(buf, pos + 21, header.attributes | TIMESTAMP_TYPE_MASK)
-                _TIMESTAMP.pack_into(buf, pos + 35, now_ms)
-                _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
-            if header.producer_id >= 0:
-                if producers is None:
-                    producers = {}
-                if header.attributes & CONTROL_MASK:  # a transaction marker (only coordinators write these)
-                    marker = parse_marker(buf, pos)
-                    completed = None if marker is None else self._producers.prepare_marker(
-                        header, offset, marker[0], marker[1], batch_ts, origin, producers, transaction_version)
-                    if completed is not None:
-                        completed_txns = [*(completed_txns or ()), completed]
-                else:
-                    duplicate = self._producers.prepare(header, offset, batch_ts, origin, producers,
-                                                        transaction_version)
-                    if duplicate is not None:  # a retry: answer with the original offsets, append nothing
-                        return AppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
-                                          self._log_start_offset)
-            last = offset + header.last_offset_delta
-            batches.append(BatchInfo(pos, header.size, last, batch_ts))
-            max_ts = max(max_ts, batch_ts)
-            offset = last + 1
-        return _Prepared(buf, batches, first_offset, offset, max_ts, now_ms, now_ms if append_time else -1,
-                         producers, completed_txns, epochs)
+        return prepare_leader_append(
+            records, self._config, next_offset=self._next_offset, latest_epoch=self._epochs.latest_epoch,
+            leader_epoch=leader_epoch, producers_state=self._producers, origin=origin, validated=validated,
+            transaction_version=transaction_version, now_ms=self._now_ms(),
+            log_start_offset=self._log_start_offset, validation_settings=self.validation_settings)
 
     def _assign_epochs(self, epochs: list[tuple[int, int]], replace_conflicts: bool = False) -> None:
         """Owner thread, before the batches are written: their new leader epochs go to the cache (and
@@ -893,7 +535,7 @@ class PartitionLog:
         for epoch, start in epochs:
             self._epochs.assign(epoch, start, replace_conflicts=replace_conflicts)
 
-    def _reserve(self, prepared: _Prepared, segment: LogSegment) -> None:
+    def _reserve(self, prepared: Prepared, segment: LogSegment) -> None:
         """Owner thread: the prepared append takes its offsets; producer state moves on (so the next
         batch is checked against this one) and transactions it ends complete."""
         self._next_offset = prepared.next_offset
@@ -905,7 +547,7 @@ class PartitionLog:
                 self._complete_txn(segment, completed)
         self._producers.last_map_offset = prepared.next_offset
 
-    def _published(self, prepared: _Prepared, segment: LogSegment, start: int | None = None) -> AppendInfo:
+    def _published(self, prepared: Prepared, segment: LogSegment, start: int | None = None) -> AppendInfo:
         """Owner thread: the append's bytes are in the file (written at `start` by a writer thread, or
         already published by `segment.append`): make them visible, apply flush.ms / flush.messages,
         wake fetchers."""
@@ -934,23 +576,16 @@ class PartitionLog:
         ps.complete_txn(completed)
 
     def collect_aborted_txns(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [start_offset, upper_bound), from the .txnindex of the segment
-        holding `start_offset` onwards (Kafka collectAbortedTransactions)."""
+        """Aborted transactions overlapping [start_offset, upper_bound) (storage/log_reads.py)."""
         segments, bases = self._view
-        out: list[AbortedTxn] = []
-        for seg in segments[max(bisect_right(bases, start_offset) - 1, 0):]:
-            found, complete = seg.txn_index.collect(start_offset, upper_bound)
-            out.extend(found)
-            if complete:
-                break
-        return out
+        return log_reads.collect_aborted_txns(segments, bases, start_offset, upper_bound)
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now_ms: int) -> LogSegment:
         """Kafka's shouldRoll, incl. an offset or time index that holds segment.index.bytes (8-byte and
         12-byte entries); a segment is never rolled while empty."""
         seg = self._active
         cfg = self._config
-        used = seg.size + self._pending_bytes
+        used = seg.size + self._pending.bytes
         if used > 0 and (
                 used > cfg.segment_bytes - size
                 or seg.time_waited_for_roll(now_ms, max_ts) > cfg.segment_ms - seg.roll_jitter_ms
@@ -995,80 +630,34 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
 
-    # ---------------------------------------------------------------- reads (thread-safe)
+    # ---------------------------------------------------------------- reads (thread-safe, storage/log_reads.py)
 
-    def _locate(self, offset: int) -> tuple[int, LogSegment, int, BatchHeader, int] | None:
-        """(log end offset, segment, position, header, committed segment size) of the first batch whose
-        last offset >= `offset`; None at the log end. The LEO is read before the segment view, per the
-        threading invariant above. Raises OffsetOutOfRangeError."""
+    def snapshot(self) -> log_reads.LogSnapshot:
+        """What readers see now: the LEO first, then the log start, then the segments (the threading
+        invariant above)."""
         leo = self._leo
-        if offset < self._log_start_offset or offset > leo:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} not in [{self._log_start_offset}, {leo}] for {self.dir.name}")
-        if offset == leo:
-            return None
+        start = self._log_start_offset
         segments, bases = self._view
-        i = bisect_right(bases, offset) - 1
-        if i < 0:
-            raise OffsetOutOfRangeError(f"offset {offset} was deleted from {self.dir.name}")
-        for seg in segments[i:]:
-            limit = seg.size
-            found = seg.find_batch(offset, limit)
-            if found is not None:
-                return leo, seg, found[0], found[1], limit
-        return None
+        return log_reads.LogSnapshot(self.dir.name, start, leo, segments, bases)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> bytes:
-        """Whole batches starting with the one containing `offset`, from one segment only, up to
-        `max_bytes` (the first batch is returned whole even if larger) and before `max_offset`."""
-        found = self._locate(offset)
-        if found is None:
-            return b""
-        _leo, seg, pos, header, limit = found
-        if max_offset is not None and header.base_offset >= max_offset:
-            return b""
-        if not min_one and header.size > max_bytes:
-            return b""  # only the first partition of a response may exceed the limit (KIP-74)
-        return seg.read_batches(pos, header.size, max_bytes, limit, max_offset)
+        """Whole batches from the one containing `offset`, from one segment, up to `max_bytes` (the
+        first whole even if larger, unless not `min_one`) and before `max_offset`."""
+        return log_reads.read(self.snapshot(), offset, max_bytes, max_offset, min_one)
 
     def read_ranges(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
                     min_one: bool = True) -> list[LogRange]:
-        """Where the bytes `read` would return live, without reading them: one LogRange per segment
-        touched (today at most one, as `read` and Kafka return batches from one segment), each over
-        its own dup of the segment descriptor, which the caller must close. Same rules as `read`:
-        whole batches starting with the one containing `offset`, up to `max_bytes` (the first one
-        whole even if larger, unless `min_one` is false), none at or past `max_offset` or the high
-        watermark. Only batch headers and the offset index are read; thread-safe like `read`."""
-        found = self._locate(offset)
-        if found is None:
-            return []
-        leo, seg, pos, header, limit = found
-        stop = leo if max_offset is None else min(max_offset, leo)
-        if header.base_offset >= stop:
-            return []
-        if not min_one and header.size > max_bytes:
-            return []  # only the first partition of a response may exceed the limit (KIP-74)
-        size, last = seg.batch_range(pos, header, max_bytes, limit, stop)
-        return [seg.open_range(pos, size, header.base_offset, last)]
+        """Where the bytes `read` would return live, as LogRanges over dup'ed descriptors the caller
+        closes (zero-copy fetch)."""
+        return log_reads.read_ranges(self.snapshot(), offset, max_bytes, max_offset, min_one)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record at/after the log start with timestamp >= `timestamp`."""
-        start = self._log_start_offset
-        for seg in self._view[0]:
-            if seg.next_offset <= start or seg.max_timestamp < timestamp:
-                continue
-            found = seg.find_offset_by_timestamp(timestamp, start)
-            if found is not None:
-                return found
-        return None
+        return log_reads.offset_for_timestamp(self.snapshot(), timestamp)
 
     def max_timestamp(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record carrying the largest timestamp; (-1, -1) if none."""
-        best: LogSegment | None = None
-        for seg in self._view[0]:
-            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                best = seg
-        return best.exact_max_timestamp() if best is not None else (-1, -1)
+        return log_reads.max_timestamp(self._view[0])
 
     def active_producers(self) -> list[ProducerStateEntry]:
         """Producer ids with state in this partition, by id (DescribeProducers)."""
@@ -1092,7 +681,7 @@ class PartitionLog:
             self._write_log_start_offset()
             self._epochs.truncate_from_start(offset)
         self._purge_graveyard(self._now_ms())
-        self._delete_oldest(lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset)
+        self._delete_oldest(below_log_start(lambda: self._log_start_offset))
         return self._log_start_offset
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
@@ -1104,42 +693,18 @@ class PartitionLog:
         self.drain_writes()
         now_ms = self._now_ms() if now_ms is None else now_ms
         self._purge_graveyard(now_ms)
-        cfg = self._config
         deleted = 0
-        if cfg.delete_enabled and cfg.retention_ms >= 0:
-            deleted += self._delete_oldest(
-                lambda seg, nxt: now_ms - seg.largest_timestamp > cfg.retention_ms, now_ms)
-        if cfg.delete_enabled and cfg.retention_bytes >= 0:
-            excess = self.size_bytes - cfg.retention_bytes
-
-            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                nonlocal excess
-                if excess - seg.size >= 0:
-                    excess -= seg.size
-                    return True
-                return False
-
-            deleted += self._delete_oldest(over_size, now_ms)
-        deleted += self._delete_oldest(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset, now_ms)
+        for breach in retention_breaches(self._config, now_ms, lambda: self.size_bytes):
+            deleted += self._delete_oldest(breach, now_ms)
+        deleted += self._delete_oldest(below_log_start(lambda: self._log_start_offset), now_ms)
         self._producers.remove_expired(now_ms)  # producer.id.expiration.ms, checked on the same timer
         return deleted
 
-    def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
-                       now_ms: int | None = None) -> int:
-        """Delete the longest prefix of segments satisfying `predicate` (Kafka deletableSegments):
-        never an empty active segment; a non-empty active one is rolled first, then deleted."""
+    def _delete_oldest(self, breach: Breach, now_ms: int | None = None) -> int:
+        """Delete the segments retention.deletable_prefix picks (a non-empty active one rolled first)."""
         now_ms = self._now_ms() if now_ms is None else now_ms
         segments = list(self._view[0])
-        doomed: list[LogSegment] = []
-        for i, seg in enumerate(segments):
-            nxt = segments[i + 1] if i + 1 < len(segments) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if nxt is None and seg.size == 0:
-                break
-            if self.high_watermark < upper or not predicate(seg, nxt):
-                break
-            doomed.append(seg)
+        doomed = deletable_prefix(segments, self._leo, self.high_watermark, breach)
         if not doomed:
             return 0
         if len(doomed) == len(segments):

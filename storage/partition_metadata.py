@@ -1,4 +1,5 @@
-"""`partition.metadata` (Kafka's PartitionMetadataFile): "version: 0\\ntopic_id: <base64url uuid>\\n"."""
+"""A partition directory's name and files: `<topic>-<partition>`, and `partition.metadata` (Kafka's
+PartitionMetadataFile): "version: 0\\ntopic_id: <base64url uuid>\\n"."""
 from __future__ import annotations
 
 import base64
@@ -6,6 +7,14 @@ import os
 from pathlib import Path
 
 PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>` -> (topic, partition); ValueError if the name does not fit."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return topic, int(part)
 
 
 def topic_id_to_str(topic_id: bytes) -> str:

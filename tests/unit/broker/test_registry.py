@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from minikafka.broker.network.connection import api_versions_list, unsupported_api_versions_frame
@@ -57,17 +58,13 @@ def test_internal_topic_names_match_the_coordinators():
     assert (state.OFFSETS_TOPIC, state.TXN_TOPIC) == (OFFSETS_TOPIC, TXN_TOPIC)
 
 
-def test_partition_dir_names_parse_alike():
-    from minikafka.storage import log_manager, partition_log
-    for name in ["t-0", "a-b-12", "orders.v1-x-3", "__consumer_offsets-49"]:
-        assert log_manager.parse_partition_dir(name) == partition_log.parse_partition_dir(name)
+def test_partition_dir_names_parse():
+    from minikafka.storage.partition_metadata import parse_partition_dir
+    assert [parse_partition_dir(n) for n in ["t-0", "a-b-12", "orders.v1-x-3", "__consumer_offsets-49"]] == [
+        ("t", 0), ("a-b", 12), ("orders.v1-x", 3), ("__consumer_offsets", 49)]
     for bad in ["t", "t-", "-1", "t-x", "t-1-delete"]:
-        for parse in (log_manager.parse_partition_dir, partition_log.parse_partition_dir):
-            try:
-                parse(bad)
-            except ValueError:
-                continue
-            raise AssertionError(f"{bad!r} parsed")
+        with pytest.raises(ValueError):
+            parse_partition_dir(bad)
 
 
 LAZY = [

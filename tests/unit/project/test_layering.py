@@ -24,3 +24,16 @@ def test_the_import_contracts_are_kept(built_wheel: Path, tmp_path: Path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
+
+
+MAX_MODULE_LINES = 800
+
+
+def test_every_module_stays_small():
+    """A module past ~800 lines is doing several jobs: split it by job (as storage/partition_log.py was into
+    log_loader, append_preparation, pending_writes, log_reads and retention) rather than raise this."""
+    import tomllib
+    folders = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()
+    big = {str(path.relative_to(ROOT)): n for folder in folders for path in (ROOT / folder).rglob("*.py")
+           if "__pycache__" not in path.parts and (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
