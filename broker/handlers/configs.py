@@ -27,6 +27,7 @@ from minikafka.broker.security.authorizer import authorize, authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.config.dynamic import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
 from minikafka.broker.errors import error_code, error_message
+from minikafka.broker.config import reference
 from minikafka.broker.config.kafka_keys import TYPE_IDS, config_type_id
 from minikafka.broker.network.registry import handles
 from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
@@ -35,6 +36,7 @@ from minikafka.broker.state import BrokerState
 TOPIC_CONFIG = 2
 BROKER_CONFIG = 4
 GROUP_CONFIG = 32
+_DOCUMENTED = {TOPIC_CONFIG: "topic", BROKER_CONFIG: "broker", GROUP_CONFIG: "group"}
 BROKER_LOGGER_CONFIG = 8
 CLIENT_METRICS_CONFIG = 16
 # config resource types Kafka knows that minikafka does not serve (after authorization on the cluster)
@@ -143,10 +145,14 @@ def describe_group_configs(state: BrokerState, group_id: str, keys: list[str] | 
             for name, value, source, kind, syn in state.group_configs.describe(group_id) if not keys or name in keys]
 
 
-def _entries(entries: list[ConfigEntry]) -> list[Entry]:
+def _entries(entries: list[ConfigEntry], documented: str | None) -> list[Entry]:
+    """`documented`: the resource kind ("broker", "topic", "group") whose texts go in `documentation`
+    (broker/config/reference.py), or None when the request did not ask for them."""
     return [Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
                   is_sensitive=e.sensitive, synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
-                  config_type=e.config_type, documentation=None) for e in entries]
+                  config_type=e.config_type,
+                  documentation=None if documented is None else reference.documentation(documented, e.name))
+            for e in entries]
 
 
 def _topic_name_error(name: str) -> str | None:
@@ -162,7 +168,7 @@ def _error_result(r, code: int, message: str | None) -> Result:
                   resource_name=r.resource_name, configs=[])
 
 
-def _describe_one(state: BrokerState, r, synonyms: bool) -> Result:
+def _describe_one(state: BrokerState, r, synonyms: bool, docs: bool = False) -> Result:
     keys = list(r.configuration_keys) if r.configuration_keys is not None else None
     try:
         if r.resource_type == TOPIC_CONFIG:
@@ -188,7 +194,7 @@ def _describe_one(state: BrokerState, r, synonyms: bool) -> Result:
         return _error_result(r, exc.code, str(exc))
     # Kafka leaves the message at the schema default, "", unless it has one
     return Result(error_code=0, error_message="", resource_type=r.resource_type, resource_name=r.resource_name,
-                  configs=_entries(entries))
+                  configs=_entries(entries, _DOCUMENTED.get(r.resource_type) if docs else None))
 
 
 def _broker_id(state: BrokerState, name: str) -> bool:
@@ -224,15 +230,16 @@ def _refused(ctx: RequestContext, r, operation: int) -> tuple[int, str] | None:
     return None if allowed else _DENIED.get(r.resource_type, _CLUSTER_DENIED)
 
 
-def _describe_checked(ctx: RequestContext, r, synonyms: bool) -> Result:
+def _describe_checked(ctx: RequestContext, r, synonyms: bool, docs: bool) -> Result:
     refused = _refused(ctx, r, acl.DESCRIBE_CONFIGS)
-    return _describe_one(ctx.broker, r, synonyms) if refused is None else _error_result(r, *refused)
+    return _describe_one(ctx.broker, r, synonyms, docs) if refused is None else _error_result(r, *refused)
 
 
 @handles(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4)
 async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(throttle_time_ms=0,
-                                   results=[_describe_checked(ctx, r, req.include_synonyms) for r in req.resources])
+                                   results=[_describe_checked(ctx, r, req.include_synonyms, bool(getattr(req, "include_documentation", False)))
+                                            for r in req.resources])
 
 
 # -- alter --------------------------------------------------------------------------------------

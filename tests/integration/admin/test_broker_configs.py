@@ -105,10 +105,10 @@ def refusal(bootstrap: str, name: str, **ops) -> tuple[int, str]:
     return 0, ""
 
 
-def raw_describe(bootstrap: str, rtype: int, name: str, keys=None, synonyms: bool = True):
+def raw_describe(bootstrap: str, rtype: int, name: str, keys=None, synonyms: bool = True, docs: bool = False):
     req = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=rtype, resource_name=name, configuration_keys=keys)], include_synonyms=synonyms,
-        include_documentation=False)
+        include_documentation=docs)
     with RawClient(bootstrap) as c:
         (res,) = c.request(req, 4, DescribeConfigsResponse).results
     return res
@@ -137,7 +137,7 @@ def raw_alter(bootstrap: str, rtype: int, name: str, props: dict[str, str]) -> t
 
 def settle(predicate, what: str):
     """Kafka applies a config change when its metadata record reaches the broker (asynchronously)."""
-    wait_until(predicate, timeout=TIMEOUT, interval=0.1, what=what)
+    return wait_until(predicate, timeout=TIMEOUT, interval=0.1, what=what)
 
 
 @pytest.fixture
@@ -197,6 +197,23 @@ def test_per_broker_overrides_default_and_topic_sees_it(shared_broker, cleanup):
             return None
     settle(lambda: (e := topic_retention()) is not None and e.value == "3600000", "topic inherits")
     assert _src(topic_retention().source) == DYN_BROKER
+
+
+def test_documentation_only_when_asked(shared_broker):
+    """DescribeConfigs v3+ include_documentation: every known key of a broker and a topic gets its text, and
+    none is sent unless asked (as Kafka; the texts themselves are each broker's own)."""
+    bs = shared_broker.bootstrap
+    topic = unique("documented")
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=TIMEOUT)
+    keys = ["log.retention.ms", "message.max.bytes", "log.dirs"]
+    for rtype, name, asked in ((4, NODE, keys), (2, topic, ["retention.ms", "cleanup.policy"])):
+        documented = settle(lambda: (r := raw_describe(bs, rtype, name, asked, docs=True)).error_code == 0 and r,
+                            f"{name} described")
+        assert sorted(c.name for c in documented.configs) == sorted(asked)
+        assert all(c.documentation for c in documented.configs), documented.configs
+        plain = raw_describe(bs, rtype, name, asked)
+        assert [c.documentation for c in plain.configs] == [None] * len(asked)
 
 
 def test_read_only_config_refused(shared_broker):

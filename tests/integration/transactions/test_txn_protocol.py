@@ -8,6 +8,7 @@ import uuid
 import pytest
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
+from minikafka.coordinator.partitioning import partition_for
 from tests.support.helpers import RawClient, wait_until
 from tests.support.txn_helpers import (
     CONCURRENT_TRANSACTIONS,
@@ -206,7 +207,10 @@ def test_txn_offset_commit_errors(client, topic):
     assert _txn_offset_commit(client, tid, group, pid, epoch + 1, {tp: 5}) == {tp: INVALID_PRODUCER_EPOCH}
     assert _txn_offset_commit(client, tid, group, pid, epoch + 1, {tp: 5}, version=1) == {tp: INVALID_PRODUCER_EPOCH}
     assert _txn_offset_commit(client, tid, group, pid + 10_000, epoch, {tp: 5}) == {tp: INVALID_PRODUCER_ID_MAPPING}
-    other = f"other-{uid()}"
+    # a group whose __consumer_offsets partition (of 50) is not the one AddOffsetsToTxn added: Kafka checks
+    # the partition, so a group sharing it would be accepted
+    other = next(g for g in (f"other-{uid()}" for _ in range(100))
+                 if partition_for(g, 50) != partition_for(group, 50))
     _find_group_coordinator(client, other)
     assert _txn_offset_commit(client, tid, other, pid, epoch, {tp: 5}) == {tp: INVALID_TXN_STATE}
     missing = (f"missing-{uid()}", 0)
