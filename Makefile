@@ -3,7 +3,7 @@
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: run test setup setup-test installed bench clean kafka-lab kafka-lab-run spark-jars soak
+.PHONY: run test setup setup-test installed bench clean kafka-lab kafka-lab-run spark-jars soak docs
 
 setup:
 	scripts/setup.sh
@@ -43,12 +43,16 @@ test: setup-test installed kafka-lab spark-jars
 	  [ $$rc -eq 0 ] || { echo "oracle pass: re-running its failed tests once (Apache Kafka updates metadata asynchronously)"; \
 	    $(ORACLE) --lf tests/integration $(PYTEST_ARGS); }
 
+# The docs site (mkdocs.yml, docs/) into site/, strictly: a broken link or anchor fails (as in the tests).
+docs: setup-test
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 # Apache Kafka (KRaft, one node) from Maven Central jars, cached in ~/.cache/minikafka: the oracle.
 kafka-lab:
 	python3 scripts/apache_kafka.py fetch
 
 # Spark's Kafka connector (spark-sql-kafka-0-10 at the pinned pyspark version) + its runtime deps, cached
-# in ~/.cache/minikafka/spark-kafka-<version>/jars, for the Spark pipeline tests (README, "Spark").
+# in ~/.cache/minikafka/spark-kafka-<version>/jars, for the Spark pipeline tests (docs/spark.md).
 spark-jars:
 	python3 scripts/spark_jars.py fetch
 

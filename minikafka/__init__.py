@@ -1,4 +1,4 @@
-"""minikafka: a lightweight single-node broker speaking the Kafka wire protocol."""
+"""minikafka: a lightweight Kafka broker in Python speaking the Kafka wire protocol, one node or a KRaft cluster."""
 from __future__ import annotations
 
 import importlib

@@ -232,7 +232,7 @@ def event_schema():
 
 
 def kafka_options(bootstrap: str, isolation: str = "read_committed") -> dict[str, str]:
-    """The Kafka-source options the pipeline uses (see README, "Spark")."""
+    """The Kafka-source options the pipeline uses (see docs/spark.md)."""
     return {
         "kafka.bootstrap.servers": bootstrap,
         "kafka.isolation.level": isolation,

@@ -154,7 +154,7 @@ def test_a_single_node_builds_nothing(tmp_path, pki):
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_the_secured_cluster_example_configs_resolve(tmp_path, pki, n):
-    """config/cluster/secured/node-N.properties (README's example), with this test's key and CA files."""
+    """config/cluster/secured/node-N.properties (docs/cluster.md's example), with this test's key and CA files."""
     from pathlib import Path
 
     from minikafka.broker.config.core import parse_properties

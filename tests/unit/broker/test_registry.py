@@ -89,22 +89,22 @@ def test_starting_the_server_imports_only_what_listening_needs():
     assert out[2] == "True True"
 
 
-def test_readme_protocol_table_matches_the_api_table() -> None:
-    """README's table of APIs and versions is the dispatch table, row for row."""
+def test_status_page_protocol_table_matches_the_api_table() -> None:
+    """The docs' table of APIs and versions (docs/status.md) is the dispatch table, row for row."""
     import re
     from pathlib import Path
 
     from kafka.protocol.api_key import ApiKey
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "status.md").read_text()
     rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)(?:–(\d+))? \|$", readme, re.M)
     table = {int(key): (name, int(lo), int(hi or lo)) for name, key, lo, hi in rows}
     assert table == {key: (ApiKey(key).name, e.min_version, e.max_version) for key, e in API_TABLE.items()}
 
 
-def test_controller_table_matches_the_decorators_and_the_readme():
+def test_controller_table_matches_the_decorators_and_the_docs():
     """The controller listener's table (KRaft combined mode): each API has a handler with the same
-    versions (its own controller handler, or the broker one); README's controller table lists it."""
+    versions (its own controller handler, or the broker one); the controller table of docs/cluster.md lists it."""
     import re
     from pathlib import Path
 
@@ -126,7 +126,7 @@ def test_controller_table_matches_the_decorators_and_the_readme():
     assert not {52, 53, 54} & set(API_TABLE)  # the quorum's RPCs: never on a broker listener
     assert advertised_versions(controller=True) == [(k, e.min_version, e.max_version)
                                                     for k, e in sorted(CONTROLLER_API_TABLE.items())]
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "cluster.md").read_text()
     rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)(?:–(\d+))? \|[^|]*\|$", readme, re.M)
     table = {int(key): (name, int(lo), int(hi or lo)) for name, key, lo, hi in rows}
     assert table == {key: (ApiKey(key).name, e.min_version, e.max_version)

@@ -1,4 +1,4 @@
-"""tests/jepsen_checker.py: each anomaly is counted, and only it, on small hand-made histories."""
+"""bench/jepsen_check.py: each anomaly is counted, and only it, on small hand-made histories."""
 from __future__ import annotations
 
 import pytest
