@@ -8,7 +8,7 @@ import kafka.errors as ke
 from minikafka.protocol import record_batch, record_validator
 from minikafka.storage import errors as se
 from minikafka.broker import topic_catalog as tc
-from minikafka.protocol.errors import NONE, UNKNOWN_SERVER_ERROR
+from minikafka.protocol.errors import UNKNOWN_SERVER_ERROR
 
 log = logging.getLogger(__name__)
 

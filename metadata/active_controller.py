@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from minikafka.metadata.controller import Controller, ControllerConfig
 from minikafka.raft.core import LEADER
-from minikafka.protocol.errors import NOT_CONTROLLER
+
 
 if TYPE_CHECKING:
     from minikafka.metadata.image import MetadataImage

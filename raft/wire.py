@@ -32,7 +32,7 @@ from minikafka.raft.log import Entry
 from minikafka.raft.core import (BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchResponse, FetchSnapshotRequest, VoteRequest,
                    VoteResponse)
 from minikafka.raft.store import _decode_payload, _encode_payload
-from minikafka.protocol.errors import FENCED_LEADER_EPOCH, INCONSISTENT_CLUSTER_ID, NONE, NOT_LEADER_OR_FOLLOWER, POSITION_OUT_OF_RANGE, SNAPSHOT_NOT_FOUND, UNKNOWN_LEADER_EPOCH
+from minikafka.protocol.errors import FENCED_LEADER_EPOCH, NONE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (AAAAAAAAAAAAAAAAAAAAAQ)

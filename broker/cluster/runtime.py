@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from minikafka.metadata.image import MetadataImage
 from minikafka.protocol.peer_client import PeerClient, PeerError
-from minikafka.protocol.errors import BROKER_ID_NOT_REGISTERED, DUPLICATE_BROKER_REGISTRATION, NOT_CONTROLLER, STALE_BROKER_EPOCH
+from minikafka.protocol.errors import BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER, STALE_BROKER_EPOCH
 
 if TYPE_CHECKING:
     from minikafka.broker.security.peer_security import PeerFactory

@@ -2,13 +2,12 @@
 protocol; the work is done by coordinator/group/consumer/coordinator.py."""
 from __future__ import annotations
 
-import uuid
 
 import kafka.errors as ke
 
 from minikafka.coordinator.group.consumer.coordinator import HeartbeatRequestData
 from minikafka.coordinator.group.consumer.model import Assignment, freeze
-from minikafka.coordinator.group.metadata import GroupError
+
 from minikafka.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,

@@ -31,7 +31,19 @@ from minikafka.broker.security.authorizer import authorize, authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
 from minikafka.broker.topic_catalog import InvalidTopicNameError, validate_topic_name
-from minikafka.protocol.errors import BROKER_ID_NOT_REGISTERED, CLUSTER_AUTHORIZATION_FAILED, INCONSISTENT_CLUSTER_ID, INVALID_CONFIG, INVALID_REQUEST, INVALID_TOPIC, NEW_LEADER_ELECTED, NOT_CONTROLLER, REQUEST_TIMED_OUT, STALE_BROKER_EPOCH, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION
+from minikafka.protocol.errors import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_REQUEST,
+    INVALID_TOPIC,
+    NEW_LEADER_ELECTED,
+    NOT_CONTROLLER,
+    REQUEST_TIMED_OUT,
+    STALE_BROKER_EPOCH,
+    TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 
 log = logging.getLogger(__name__)
 

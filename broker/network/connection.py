@@ -53,7 +53,7 @@ from minikafka.protocol.headers import (
     peek_header,
 )
 from minikafka.broker.network.context import RequestContext
-from minikafka.broker.network.memory_pool import Grant, MemoryPool
+from minikafka.broker.network.memory_pool import Grant
 from minikafka.broker.ops.metrics import HANDLER_FAILED, response_error
 from minikafka.broker.network.registry import advertised_versions, spec_for
 from minikafka.broker.network.response import EncodedBody, FileSlice

@@ -89,7 +89,7 @@ def parse_listener(url: str) -> tuple[str, int]:
     parts = urlsplit(url.strip())
     try:
         port = parts.port
-    except ValueError as exc:
+    except ValueError:
         raise ListenerError(f"minikafka.metrics.listener: bad port in {url!r}") from None
     if parts.scheme != "http" or not parts.hostname or port is None or parts.path not in ("", "/"):
         raise ListenerError(f"minikafka.metrics.listener must be http://HOST:PORT, got {url!r}")

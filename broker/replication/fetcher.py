@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from minikafka.protocol.peer_client import PeerClient, PeerError
-from minikafka.broker.replication.replica_manager import OFFSET_OUT_OF_RANGE, set_high_watermark
+from minikafka.protocol.errors import OFFSET_OUT_OF_RANGE
+from minikafka.broker.replication.replica_manager import set_high_watermark
 
 if TYPE_CHECKING:
     from minikafka.storage.partition_log import PartitionLog

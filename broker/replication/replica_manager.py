@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from minikafka.broker.replication.partition_state import PartitionState
 from minikafka.broker.replication.throttle import ReplicationQuota, rate_of, throttled
-from minikafka.protocol.errors import FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, OPERATION_NOT_ATTEMPTED, REQUEST_TIMED_OUT, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
+from minikafka.protocol.errors import (
+    FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+    OPERATION_NOT_ATTEMPTED,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_LEADER_EPOCH,
+)
 
 if TYPE_CHECKING:
     from minikafka.storage.partition_log import PartitionLog

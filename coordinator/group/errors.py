@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import kafka.errors as ke
-from minikafka.protocol.errors import NONE
+from minikafka.protocol.errors import NONE  # noqa: F401  (re-exported to the group modules)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

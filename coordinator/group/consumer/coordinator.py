@@ -33,7 +33,6 @@ from minikafka.coordinator.group.consumer.model import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
     ConsumerGroup,
-    ConsumerGroupState,
     ConsumerMember,
     MemberState,
     freeze,

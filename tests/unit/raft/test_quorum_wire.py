@@ -15,6 +15,7 @@ from minikafka.raft.core import (FOLLOWER, LEADER, UNATTACHED, BeginQuorumEpoch,
                                                FetchRequest, FetchResponse, PersistentState, RaftConfig, RaftNode,
                                                VoteRequest, VoteResponse)
 from minikafka.protocol import messages as m
+from minikafka.protocol.errors import FENCED_LEADER_EPOCH, INCONSISTENT_CLUSTER_ID, NOT_LEADER_OR_FOLLOWER
 from minikafka.protocol.codec import decode_body
 from minikafka.protocol.record_batch import validate_batches
 
@@ -45,8 +46,8 @@ def test_vote_round_trip(version):
     for resp in (VoteResponse(7, 3, True, None), VoteResponse(8, 3, False, 1)):
         back = through_bytes(wire.vote_response(resp), m.VoteResponse, version)
         assert wire.from_vote_response(back, 3) == resp
-    err = through_bytes(wire.vote_response(None, wire.INCONSISTENT_CLUSTER_ID), m.VoteResponse, version)
-    assert err.error_code == wire.INCONSISTENT_CLUSTER_ID and wire.from_vote_response(err, 3) is None
+    err = through_bytes(wire.vote_response(None, INCONSISTENT_CLUSTER_ID), m.VoteResponse, version)
+    assert err.error_code == INCONSISTENT_CLUSTER_ID and wire.from_vote_response(err, 3) is None
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -115,7 +116,7 @@ def test_empty_and_diverging_answers():
         FetchResponse(5, 1, 4, (), 20, diverging=(3, 7))
 
 
-@pytest.mark.parametrize("request_epoch, code", [(2, wire.FENCED_LEADER_EPOCH), (5, wire.NOT_LEADER_OR_FOLLOWER)])
+@pytest.mark.parametrize("request_epoch, code", [(2, FENCED_LEADER_EPOCH), (5, NOT_LEADER_OR_FOLLOWER)])
 def test_fenced_answers_carry_kafka_error_codes(request_epoch, code):
     fenced = FetchResponse(5, 3, fenced=True)
     k = through_bytes(wire.fetch_response(fenced, request_epoch), KFetchResponse, 16)
