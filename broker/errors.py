@@ -8,7 +8,7 @@ import kafka.errors as ke
 from minikafka.protocol import record_batch, record_validator
 from minikafka.storage import errors as se
 from minikafka.broker import topic_catalog as tc
-from minikafka.protocol.errors import UNKNOWN_SERVER_ERROR
+from minikafka.protocol.errors import INVALID_REPLICA_ASSIGNMENT, UNKNOWN_SERVER_ERROR, UNSUPPORTED_COMPRESSION_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ _MAPPING: list[tuple[type[BaseException], int]] = [
     (record_validator.InvalidTimestampError, ke.InvalidTimestampError.errno),  # before InvalidRecordError
     (record_validator.UndecodableBatchError, UNKNOWN_SERVER_ERROR),  # as Kafka answers; not logged as a bug
     (record_batch.InvalidRecordError, ke.InvalidRecordError.errno),  # includes UnsupportedMagicError
-    (record_batch.UnsupportedCompressionError, 76),  # UNSUPPORTED_COMPRESSION_TYPE
+    (record_batch.UnsupportedCompressionError, UNSUPPORTED_COMPRESSION_TYPE),
     (se.InvalidConfigError, ke.InvalidConfigurationError.errno),
     (se.KafkaStorageError, ke.KafkaStorageError.errno),
     (se.OutOfOrderSequenceError, ke.OutOfOrderSequenceNumberError.errno),
@@ -33,7 +33,7 @@ _MAPPING: list[tuple[type[BaseException], int]] = [
     (tc.InvalidTopicNameError, ke.InvalidTopicError.errno),
     (tc.InvalidPartitionCountError, ke.InvalidPartitionsError.errno),
     (tc.InvalidReplicationFactorError, ke.InvalidReplicationFactorError.errno),
-    (tc.InvalidReplicaAssignmentError, 39),  # INVALID_REPLICA_ASSIGNMENT (absent from kafka.errors)
+    (tc.InvalidReplicaAssignmentError, INVALID_REPLICA_ASSIGNMENT),
 ]
 
 

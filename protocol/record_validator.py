@@ -13,7 +13,8 @@ lastOffsetDelta). Here:
 * compressed batches: offset deltas 0..n-1 (Kafka rebuilds such batches and fails; we refuse them);
 * per record: compacted topics need keys; CreateTime timestamps within
   [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]; a client may not set
-  the LogAppendTime bit on records without a timestamp (or on a LogAppendTime topic).
+  the LogAppendTime bit on records without a timestamp (or on a LogAppendTime topic). Each of these is
+  one function (`RECORD_RULES`); `_check_records` collects their refusals into one error.
 
 Speed: when the C extension `minikafka.protocol._recordscan` is built (it is optional: skipped where no
 C compiler exists), `validate_client_batch` scans the records natively with the GIL released (~0.1 ms
@@ -511,50 +512,83 @@ def validate_client_batch(batch: memoryview, header: BatchHeader, s: ValidationS
     _check_records(records, header, s)
 
 
-def _check_records(records: list, header: BatchHeader, s: ValidationSettings) -> None:
-    """The per-record rules (see the module docstring) over parsed records; raises on the first
-    failing rule with Kafka's record_errors."""
-    n = len(records)
+# One function per LogValidator rule. Each returns the records it refuses as (batch index, message, is a
+# timestamp error); `_check_records` collects them. A record is reported once, for the first rule (in this
+# order) that refuses it, as Kafka's validateRecord stops at a record's first error.
+RecordError = tuple[int, str, bool]
+
+
+def _consecutive_inner_offsets(records: list, header: BatchHeader, s: ValidationSettings) -> None:
+    """A compressed batch's inner offsets are 0..n-1 from its base offset (Kafka rebuilds other batches and
+    fails; minikafka refuses them whole, as UNKNOWN_SERVER_ERROR)."""
     if header.compression:
         first = header.base_offset
-        if list(map(_OFFSET, records)) != list(range(first, first + n)):
+        if list(map(_OFFSET, records)) != list(range(first, first + len(records))):
             raise UndecodableBatchError("Inner offsets of a compressed record batch must be consecutive "
                                         "from the batch's base offset (minikafka does not rebuild batches)")
-    errors: list[tuple[int, str]] = []
-    timestamp_error = False
-    if s.compacted and None in map(_KEY, records):
-        msg = f"Compacted topic cannot accept message without key in topic partition {s.topic_partition}."
-        errors = [(i, msg) for i, k in enumerate(map(_KEY, records)) if k is None]
-    log_append_bit = header.attributes & TIMESTAMP_TYPE_MASK
-    keyless = {i for i, _ in errors}
-    if not s.log_append_time:
-        present = list(filter(_has_timestamp, map(_TIMESTAMP, records)))
-        lo = s.now_ms - s.timestamp_before_max_ms
-        hi = s.now_ms + s.timestamp_after_max_ms
-        if present and (min(present) < lo or max(present) > hi):
-            for i, rec in enumerate(records):
-                ts = rec.timestamp
-                if i not in keyless and ts != NO_TIMESTAMP and (s.now_ms - ts > s.timestamp_before_max_ms
-                                                            or ts - s.now_ms > s.timestamp_after_max_ms):
-                    errors.append((i, f"Timestamp {ts} of message with offset {rec.offset} is out of range. "
-                                      f"The timestamp should be within [{_java_long(lo)}, {_java_long(hi)}]"))
-                    timestamp_error = True
-        if log_append_bit and len(present) < n:
-            for i, rec in enumerate(records):
-                if i not in keyless and rec.timestamp == NO_TIMESTAMP:
-                    errors.append((i, f"Invalid timestamp type in message {_record_repr(rec, -1)}. Producer "
-                                      "should not set timestamp type to LogAppendTime."))
-                    timestamp_error = True
-    elif log_append_bit:
-        for i, rec in enumerate(records):
-            if i not in keyless:
-                errors.append((i, f"Invalid timestamp type in message {_record_repr(rec, rec.timestamp)}. Producer "
-                                  "should not set timestamp type to LogAppendTime."))
-                timestamp_error = True
-    if errors:
-        errors.sort()
-        if timestamp_error:
-            raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp", errors)
-        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-        raise RecordValidationError(f"One or more records have been rejected due to {len(errors)} record errors "
-                                    f"in total, and only showing the first three errors at most: [{shown}]", errors)
+
+
+def _keys_on_compacted_topics(records: list, header: BatchHeader, s: ValidationSettings) -> list[RecordError]:
+    """A compacted topic refuses records without a key (INVALID_RECORD)."""
+    if not s.compacted or None not in map(_KEY, records):
+        return []
+    msg = f"Compacted topic cannot accept message without key in topic partition {s.topic_partition}."
+    return [(i, msg, False) for i, k in enumerate(map(_KEY, records)) if k is None]
+
+
+def _create_time_window(records: list, header: BatchHeader, s: ValidationSettings) -> list[RecordError]:
+    """On a CreateTime topic a record's timestamp lies within [now - message.timestamp.before.max.ms,
+    now + message.timestamp.after.max.ms] (INVALID_TIMESTAMP)."""
+    if s.log_append_time:
+        return []
+    present = list(filter(_has_timestamp, map(_TIMESTAMP, records)))
+    lo = s.now_ms - s.timestamp_before_max_ms
+    hi = s.now_ms + s.timestamp_after_max_ms
+    if not present or (min(present) >= lo and max(present) <= hi):
+        return []
+    return [(i, f"Timestamp {rec.timestamp} of message with offset {rec.offset} is out of range. "
+                f"The timestamp should be within [{_java_long(lo)}, {_java_long(hi)}]", True)
+            for i, rec in enumerate(records)
+            if rec.timestamp != NO_TIMESTAMP and (s.now_ms - rec.timestamp > s.timestamp_before_max_ms
+                                                 or rec.timestamp - s.now_ms > s.timestamp_after_max_ms)]
+
+
+def _no_log_append_time_from_clients(records: list, header: BatchHeader,
+                                     s: ValidationSettings) -> list[RecordError]:
+    """A client sets the LogAppendTime bit neither on a LogAppendTime topic nor on records without a timestamp
+    (INVALID_TIMESTAMP)."""
+    if not header.attributes & TIMESTAMP_TYPE_MASK:
+        return []
+    if s.log_append_time:
+        refused = list(enumerate(records))
+    elif NO_TIMESTAMP in map(_TIMESTAMP, records):
+        refused = [(i, rec) for i, rec in enumerate(records) if rec.timestamp == NO_TIMESTAMP]
+    else:
+        return []
+    return [(i, f"Invalid timestamp type in message {_record_repr(rec, rec.timestamp)}. Producer "
+                "should not set timestamp type to LogAppendTime.", True) for i, rec in refused]
+
+
+RECORD_RULES = (_keys_on_compacted_topics, _create_time_window, _no_log_append_time_from_clients)
+
+
+def _check_records(records: list, header: BatchHeader, s: ValidationSettings) -> None:
+    """Every rule over parsed records; raises with Kafka's record_errors when any refuses a record."""
+    _consecutive_inner_offsets(records, header, s)
+    first_error: dict[int, RecordError] = {}
+    for rule in RECORD_RULES:
+        for error in rule(records, header, s):
+            first_error.setdefault(error[0], error)
+    if first_error:
+        raise_record_errors(sorted(first_error.values()))
+
+
+def raise_record_errors(errors: list[RecordError]) -> None:
+    """The one error for a batch whose records were refused: INVALID_TIMESTAMP if any refusal is about a
+    timestamp, else INVALID_RECORD (Kafka's processRecordErrors), both with the record_errors."""
+    pairs = [(i, message) for i, message, _ in errors]
+    if any(timestamp for _, _, timestamp in errors):
+        raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp", pairs)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in pairs[:3])
+    raise RecordValidationError(f"One or more records have been rejected due to {len(pairs)} record errors "
+                                f"in total, and only showing the first three errors at most: [{shown}]", pairs)

@@ -207,3 +207,39 @@ def test_valid_batches_stay_on_the_native_path():
         ((pos, header),) = validate_batches(data)
         view = memoryview(data)
         assert not rv._may_hold_overlong_varint(view, rv._parse_native(view), header)
+
+
+# ---- the rules one by one (pure functions over parsed records), and how their refusals are collected
+
+def _header(attributes: int = 0, n: int = 2):
+    from minikafka.protocol.record_batch import BatchHeader
+    return BatchHeader(0, 0, 0, 2, 0, attributes, n - 1, NOW, NOW, -1, -1, -1, n)
+
+
+def _records(*specs):
+    from minikafka.protocol.record_validator import _Record
+    return [_Record(i, ts, key, b"v") for i, (ts, key) in enumerate(specs)]
+
+
+def test_each_rule_refuses_only_its_records():
+    from minikafka.protocol import record_validator as rv
+    recs = _records((NOW, None), (NOW - 10**12, b"k"), (-1, b"k"))
+    compacted = settings(compacted=True, timestamp_before_max_ms=1000)
+    assert [i for i, _, ts in rv._keys_on_compacted_topics(recs, _header(n=3), compacted) if not ts] == [0]
+    assert [i for i, _, ts in rv._create_time_window(recs, _header(n=3), compacted) if ts] == [1]
+    assert rv._no_log_append_time_from_clients(recs, _header(n=3), compacted) == []
+    log_append_bit = _header(attributes=0x08, n=3)
+    assert [i for i, *_ in rv._no_log_append_time_from_clients(recs, log_append_bit, settings())] == [2]
+    assert len(rv._no_log_append_time_from_clients(recs, log_append_bit, settings(log_append_time=True))) == 3
+
+
+def test_a_record_is_reported_once_for_its_first_rule():
+    from minikafka.protocol import record_validator as rv
+    recs = _records((NOW - 10**12, None), (NOW, b"k"))
+    with pytest.raises(RecordValidationError) as info:  # keyless and too old: the key rule reports it
+        rv._check_records(recs, _header(), settings(compacted=True, timestamp_before_max_ms=1000))
+    assert [i for i, _ in info.value.record_errors] == [0] and "without key" in info.value.record_errors[0][1]
+    recs = _records((NOW - 10**12, None), (NOW - 10**12, b"k"))
+    with pytest.raises(InvalidTimestampError) as info:  # any timestamp refusal makes it INVALID_TIMESTAMP
+        rv._check_records(recs, _header(), settings(compacted=True, timestamp_before_max_ms=1000))
+    assert [i for i, _ in info.value.record_errors] == [0, 1]
