@@ -217,7 +217,7 @@ class CoordinatorFailover:
         if name == OFFSETS_TOPIC:
             partitions = int(self.state.config.get("offsets.topic.num.partitions"))
             rf = int(cluster_setting(self.state, "offsets.topic.replication.factor"))
-            configs = self.state.groups._topic_configs()
+            configs = self.state.groups.topic_configs()
         else:
             partitions = int(self.state.config.get("transaction.state.log.num.partitions"))
             rf = int(cluster_setting(self.state, "transaction.state.log.replication.factor"))

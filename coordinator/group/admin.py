@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import kafka.errors as ke
 
@@ -14,6 +15,12 @@ from minikafka.coordinator.group.errors import (
 )
 from minikafka.coordinator.group.metadata import ClassicGroup, GroupError, GroupState, group_error
 from minikafka.coordinator.group.records import GroupMetadataKey, OffsetCommitKey, encode_group_metadata_key, encode_offset_commit_key
+
+if TYPE_CHECKING:
+    from minikafka.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
+    from minikafka.coordinator.group.membership import GroupMembership
+    from minikafka.coordinator.group.offsets import OffsetStore
+    from minikafka.coordinator.group.runtime import GroupRuntime
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +46,20 @@ class GroupDescription:
 
 # KafkaApis/GroupMetadataManager: how a failed append of coordinator records is reported
 class GroupAdmin:
-    """Mixin of GroupCoordinator (which provides groups, the offset store and record writes)."""
+    """Listing, describing and deleting groups of both protocols, with their offsets."""
+
+    def __init__(self, rt: GroupRuntime, membership: GroupMembership, offsets: OffsetStore) -> None:
+        self.rt = rt
+        self.membership = membership
+        self.offsets = offsets
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        return self.membership.groups
+
+    @property
+    def consumer(self) -> ConsumerGroupCoordinator:
+        return self.membership.consumer
 
     # ============================================================== administration
 
@@ -48,7 +68,7 @@ class GroupAdmin:
         types = {t.lower() for t in types}
         out = []
         for group in self.groups.values():
-            if self.partition_for(group.group_id) in self._loading or group.is_in(GroupState.DEAD):
+            if self.rt.is_loading(self.rt.partition_for(group.group_id)) or group.is_in(GroupState.DEAD):
                 continue
             if states and group.state.value.lower() not in states:
                 continue
@@ -56,12 +76,12 @@ class GroupAdmin:
                 continue
             out.append(group)
         out += self.consumer.list_groups(states, types)
-        return (COORDINATOR_LOAD_IN_PROGRESS if self._loading else NONE), out
+        return (COORDINATOR_LOAD_IN_PROGRESS if self.rt.any_loading() else NONE), out
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
         """None if the group does not exist; raises GroupError while its partition loads."""
-        if self.topic_exists:
-            self._check_partition(group_id)
+        if self.rt.topic_exists:
+            self.rt.check_partition(group_id)
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return None
@@ -77,9 +97,9 @@ class GroupAdmin:
         results: dict[str, int] = {}
         for group_id in group_ids:
             try:
-                if not self.topic_exists:
+                if not self.rt.topic_exists:
                     raise group_error(ke.GroupIdNotFoundError)
-                self._check_partition(group_id)
+                self.rt.check_partition(group_id)
                 if group_id in self.consumer.groups:
                     self._delete_consumer_group(group_id)
                     results[group_id] = NONE
@@ -107,7 +127,7 @@ class GroupAdmin:
             (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None)
             for t, p, _ in self.offsets.partitions(group_id)]
         records += self.consumer.tombstones(consumer_group)
-        self._append(group_id, records, APPEND_ERRORS_GROUP)
+        self.rt.append(group_id, records, APPEND_ERRORS_GROUP)
         self.offsets.delete_group(group_id)
         self.consumer.forget(group_id)
 
@@ -116,12 +136,6 @@ class GroupAdmin:
         records: list[tuple[bytes, bytes | None]] = [
             (encode_offset_commit_key(OffsetCommitKey(gid, t, p)), None) for t, p, _ in self.offsets.partitions(gid)]
         records.append((encode_group_metadata_key(GroupMetadataKey(gid)), None))
-        self._append(gid, records, APPEND_ERRORS_GROUP)
+        self.rt.append(gid, records, APPEND_ERRORS_GROUP)
         self.offsets.delete_group(gid)
-        self._remove_group(group)
-
-    def _remove_group(self, group: ClassicGroup) -> None:
-        group.transition_to(GroupState.DEAD, self._now_ms())
-        self.groups.pop(group.group_id, None)
-        self._cancel(self._join_key(group.group_id))
-        self._cancel(self._sync_key(group.group_id))
+        self.membership.remove_group(group)

@@ -3,7 +3,7 @@ transaction marker), OffsetFetch, OffsetDelete and offsets retention — Kafka's
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import kafka.errors as ke
 
@@ -20,7 +20,7 @@ from minikafka.coordinator.group.errors import (
     AppendFailed,
 )
 from minikafka.coordinator.group.metadata import ClassicGroup, GroupError, GroupState, group_error
-from minikafka.coordinator.group.offsets import OffsetAndMetadata
+from minikafka.coordinator.group.offsets import OffsetAndMetadata, OffsetStore
 from minikafka.coordinator.group.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -30,11 +30,35 @@ from minikafka.coordinator.group.records import (
     encode_offset_commit_value,
 )
 
+if TYPE_CHECKING:
+    from minikafka.coordinator.group.coordinator import GroupConfig
+    from minikafka.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
+    from minikafka.coordinator.group.membership import GroupMembership
+    from minikafka.coordinator.group.runtime import GroupRuntime
+
 log = logging.getLogger(__name__)
 
 
 class GroupOffsets:
-    """Mixin of GroupCoordinator (which provides config, groups, the offset store and record writes)."""
+    """The committed offsets of every group (`offsets`, the store), for classic groups (`membership`) and
+    consumer groups (`membership.consumer`) alike."""
+
+    def __init__(self, rt: GroupRuntime, membership: GroupMembership) -> None:
+        self.rt = rt
+        self.membership = membership
+        self.offsets = OffsetStore()
+
+    @property
+    def config(self) -> GroupConfig:
+        return self.rt.config
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        return self.membership.groups
+
+    @property
+    def consumer(self) -> ConsumerGroupCoordinator:
+        return self.membership.consumer
 
     # ============================================================== offsets
 
@@ -47,11 +71,11 @@ class GroupOffsets:
             return {(t, p): code for t, p, *_ in partitions}
 
         try:
-            self._check_partition(group_id, create=True)
+            self.rt.check_partition(group_id, create=True)
         except GroupError as exc:
             return fail(exc.errno)
         except Exception as exc:
-            return fail(self._error_code(exc))
+            return fail(self.rt.error_code(exc))
         group = self.groups.get(group_id)
         created = False
         try:
@@ -61,14 +85,14 @@ class GroupOffsets:
                 if generation_id >= 0:
                     # v9+ says so; older versions keep the historical ILLEGAL_GENERATION
                     return fail(GROUP_ID_NOT_FOUND if api_version >= 9 else ILLEGAL_GENERATION)
-                group, created = ClassicGroup(group_id, GroupState.EMPTY, now_ms=self._now_ms()), True
+                group, created = ClassicGroup(group_id, GroupState.EMPTY, now_ms=self.rt.now_ms()), True
             else:
                 self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
         except GroupError as exc:
             return fail(exc.errno)
         if generation_id >= 0 and group is not None and member_id in group.members:
-            self._reschedule_heartbeat(group, group.members[member_id])
-        now = self._now_ms()
+            self.membership.reschedule_heartbeat(group, group.members[member_id])
+        now = self.rt.now_ms()
         expire = now + retention_time_ms if retention_time_ms is not None and retention_time_ms >= 0 else -1
         results: dict[tuple[str, int], int] = {}
         records: list[tuple[bytes, bytes | None]] = []
@@ -85,7 +109,7 @@ class GroupOffsets:
             results[(topic, partition)] = NONE
         if records:
             try:
-                base = self._append(group_id, records, APPEND_ERRORS_COMMIT)
+                base = self.rt.append(group_id, records, APPEND_ERRORS_COMMIT)
             except AppendFailed as exc:
                 return {tp: (exc.errno if code == NONE else code) for tp, code in results.items()}
             if created:
@@ -105,11 +129,11 @@ class GroupOffsets:
             return {(t, p): code for t, p, *_ in partitions}
 
         try:
-            self._check_partition(group_id, create=True)
+            self.rt.check_partition(group_id, create=True)
         except GroupError as exc:
             return fail(exc.errno)
         except Exception as exc:
-            return fail(self._error_code(exc))
+            return fail(self.rt.error_code(exc))
         group = self.groups.get(group_id)
         created = False
         try:
@@ -118,12 +142,12 @@ class GroupOffsets:
             elif group is None:
                 if generation_id >= 0:
                     return fail(ILLEGAL_GENERATION)
-                group, created = ClassicGroup(group_id, GroupState.EMPTY, now_ms=self._now_ms()), True
+                group, created = ClassicGroup(group_id, GroupState.EMPTY, now_ms=self.rt.now_ms()), True
             else:
                 self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=True)
         except GroupError as exc:
             return fail(exc.errno)
-        now = self._now_ms()
+        now = self.rt.now_ms()
         results: dict[tuple[str, int], int] = {}
         records: list[tuple[bytes, bytes | None]] = []
         values: list[tuple[str, int, OffsetAndMetadata]] = []
@@ -137,7 +161,7 @@ class GroupOffsets:
             results[(topic, partition)] = NONE
         if records:
             try:
-                base = self._append(group_id, records, APPEND_ERRORS_COMMIT, producer_id=producer_id,
+                base = self.rt.append(group_id, records, APPEND_ERRORS_COMMIT, producer_id=producer_id,
                                     producer_epoch=producer_epoch, transactional=True)
             except AppendFailed as exc:
                 return {tp: (exc.errno if code == NONE else code) for tp, code in results.items()}
@@ -169,9 +193,9 @@ class GroupOffsets:
                       ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
         """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]); topics None = all.
         `member_id` / `member_epoch` (OffsetFetch v9+) are checked against a KIP-848 group's member."""
-        if self.topic_exists:
+        if self.rt.topic_exists:
             try:
-                self._check_partition(group_id)
+                self.rt.check_partition(group_id)
                 if group_id in self.consumer.groups:
                     self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
             except GroupError as exc:
@@ -206,10 +230,10 @@ class GroupOffsets:
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
         """OffsetDelete for existing partitions: (group error, per-partition errors)."""
-        if not self.topic_exists:
+        if not self.rt.topic_exists:
             return GROUP_ID_NOT_FOUND, {}
         try:
-            self._check_partition(group_id)
+            self.rt.check_partition(group_id)
         except GroupError as exc:
             return exc.errno, {}
         group = self.groups.get(group_id)
@@ -234,7 +258,7 @@ class GroupOffsets:
                 doomed.append((topic, partition))
         if doomed:
             try:
-                self._append(group_id, [(encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None)
+                self.rt.append(group_id, [(encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None)
                                         for t, p in doomed], APPEND_ERRORS_GROUP)
             except AppendFailed as exc:
                 return exc.errno, {}
@@ -247,11 +271,11 @@ class GroupOffsets:
     def expire_offsets(self) -> int:
         """Kafka's offset retention pass: tombstones for expired offsets; empty groups whose offsets
         all expired are deleted. Returns the number of offsets removed."""
-        now = self._now_ms()
+        now = self.rt.now_ms()
         retention = self.config.offsets_retention_ms
         removed = 0
         for group_id in sorted(set(self.groups) | set(self.consumer.groups) | set(self.offsets.groups())):
-            if self.partition_for(group_id) in self._loading:
+            if self.rt.is_loading(self.rt.partition_for(group_id)):
                 continue
             group = self.groups.get(group_id)
             consumer_group = self.consumer.groups.get(group_id)
@@ -278,7 +302,7 @@ class GroupOffsets:
             if not records:
                 continue
             try:
-                self._append(group_id, records, APPEND_ERRORS_GROUP)
+                self.rt.append(group_id, records, APPEND_ERRORS_GROUP)
             except AppendFailed:
                 continue
             for t, p in expired:
@@ -291,7 +315,7 @@ class GroupOffsets:
                 if consumer_group is not None:
                     self.consumer.forget(group_id)
                 else:
-                    self._remove_group(group)
+                    self.membership.remove_group(group)
         return removed
 
     @staticmethod
@@ -306,6 +330,34 @@ class GroupOffsets:
                 return lambda v: v.commit_timestamp
             return None
         return lambda v: v.commit_timestamp
+
+
+    # ============================================================== replay and resignation
+
+    def replay_offset_commit(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int,
+                             producer_id: int = -1, transactional: bool = False) -> None:
+        if value is None:
+            self.offsets.delete(key.group, key.topic, key.partition)
+            return
+        oam = OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+                                value.expire_timestamp, record_offset)
+        if key.group not in self.groups and key.group not in self.consumer.groups:
+            # offsets without group membership: a "simple" group, Empty with no protocol type
+            self.groups[key.group] = ClassicGroup(key.group, GroupState.EMPTY, now_ms=self.rt.now_ms())
+        if transactional and producer_id >= 0:
+            self.offsets.stage_transactional(producer_id, key.group, key.topic, key.partition, oam)
+        else:
+            self.offsets.put(key.group, key.topic, key.partition, oam)
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        self.offsets.complete_transaction(producer_id, commit)
+
+    def forget_partition(self, partition: int) -> None:
+        """Drop the offsets, committed and pending, of the groups of `partition`."""
+        for group_id in [g for g in self.offsets.groups() if self.rt.partition_for(g) == partition]:
+            self.offsets.delete_group(group_id)
+        for group_id in [g for g in self.offsets.open_transaction_groups() if self.rt.partition_for(g) == partition]:
+            self.offsets.drop_pending_for_group(group_id)
 
 
 def _with_record_offset(value: OffsetAndMetadata, record_offset: int) -> OffsetAndMetadata:

@@ -107,6 +107,10 @@ class OffsetStore:
     def has_open_transactions(self, group: str) -> bool:
         return bool(self._open_txns.get(group))
 
+    def open_transaction_groups(self) -> list[str]:
+        """The groups with transactional offsets staged and not yet completed by a marker."""
+        return list(self._open_txns)
+
     def drop_pending_for_group(self, group: str) -> None:
         for pid in self._open_txns.pop(group, set()):
             self._pending.get(pid, {}).pop(group, None)

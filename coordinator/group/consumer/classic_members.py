@@ -57,7 +57,7 @@ class ClassicMembers:
     def _names_to_ids(self, parts: list[tuple[str, list[int]]]) -> Assignment:
         out: dict[uuid.UUID, set[int]] = {}
         for topic, partitions in parts:
-            info = self.base._catalog.get(topic)
+            info = self.rt.catalog.get(topic)
             if info is not None:
                 out.setdefault(info.topic_id, set()).update(p for p in partitions if 0 <= p < info.partitions)
         return freeze(out)
@@ -124,7 +124,7 @@ class ClassicMembers:
             records += [rec.member_metadata(gid, member), rec.target_member(gid, m.member_id, assigned),
                         rec.current_assignment(gid, member)]
         for name in group.subscribed_topic_names():
-            info = self.base._catalog.get(name)
+            info = self.rt.catalog.get(name)
             if info is not None:
                 group.subscription_metadata[name] = (info.topic_id, info.partitions)
         records += [rec.partition_metadata(gid, group.subscription_metadata),
@@ -142,7 +142,7 @@ class ClassicMembers:
         if not group.members or any(m.classic is None for m in group.members.values()):
             return
         gid = group.group_id
-        classic = ClassicGroup(gid, GroupState.STABLE, now_ms=self.base._now_ms(), generation_id=group.group_epoch,
+        classic = ClassicGroup(gid, GroupState.STABLE, now_ms=self.rt.now_ms(), generation_id=group.group_epoch,
                                protocol_type=CONSUMER_PROTOCOL)
         for m in group.members.values():
             classic.add(Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
@@ -154,18 +154,18 @@ class ClassicMembers:
         for mid in group.members:
             records += [rec.current_assignment(gid, mid), rec.member_metadata(gid, mid)]
         records += self.tombstones(group)
-        records.append(self.base._group_record(classic))
+        records.append(self.classic.group_record(classic))
         try:
-            self.base._append(gid, records, APPEND_ERRORS_GROUP)
+            self.rt.append(gid, records, APPEND_ERRORS_GROUP)
         except AppendFailed as exc:
             log.warning("consumer group %s: downgrade to a classic group failed: %r", gid, exc)
             return
         self.forget(gid)
-        self.base.groups[gid] = classic
+        self.classic.groups[gid] = classic
         classic.subscribed_topics = classic.compute_subscribed_topics()
         for member in classic.members.values():
-            self.base._reschedule_heartbeat(classic, member)
-        self.base._prepare_rebalance(classic, "the consumer group has only classic members left")
+            self.classic.reschedule_heartbeat(classic, member)
+        self.classic.prepare_rebalance(classic, "the consumer group has only classic members left")
 
     # ------------------------------------------------------------------------ classic APIs
 

@@ -1,8 +1,8 @@
 """The consumer group coordinator (KIP-848): ConsumerGroupHeartbeat, ConsumerGroupDescribe, member
 timers, target assignment, and the records that make the state survive a restart.
 
-Runs on the event loop thread beside the classic coordinator (`base`, a GroupCoordinator), which owns
-the `__consumer_offsets` partitions, their loading state, record appends, timers and offsets. A state
+Runs on the event loop thread beside the classic groups (`classic`, GroupMembership); the runtime (`rt`)
+owns the `__consumer_offsets` partitions, their loading state, record appends and timers. A state
 change is written to `__consumer_offsets` before the heartbeat that caused it is answered; if the
 append fails the in-memory group is restored from a copy taken before the change. Behaviour follows
 Kafka 4.3's GroupMetadataManager (consumerGroupHeartbeat / consumerGroupLeave / fencing), checked
@@ -41,7 +41,8 @@ from minikafka.coordinator.group.consumer.reconciliation import reconcile
 from minikafka.coordinator.group.consumer.regex import InvalidRegex, compile_topic_regex
 
 if TYPE_CHECKING:
-    from minikafka.coordinator.group.coordinator import GroupCoordinator
+    from minikafka.coordinator.group.membership import GroupMembership
+    from minikafka.coordinator.group.runtime import GroupRuntime
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,10 @@ class _Change:
 
 
 class ConsumerGroupCoordinator(ClassicMembers):
-    def __init__(self, base: "GroupCoordinator", settings: ConsumerGroupSettings,
+    def __init__(self, rt: "GroupRuntime", classic: "GroupMembership", settings: ConsumerGroupSettings,
                  group_configs: "GroupConfigSource | None" = None) -> None:
-        self.base = base
+        self.rt = rt  # partitions, appends, timers
+        self.classic = classic  # the classic groups: a group id is in at most one of the two
         self.configs = ConsumerGroupConfigs(settings, group_configs)
         self.groups: dict[str, ConsumerGroup] = {}
         self._regex_refreshed: dict[str, tuple[float, int]] = {}
@@ -154,7 +156,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         settings = self.configs.settings_for(req.group_id or "")
         try:
             self._validate(req, api_version, settings)
-            self.base._check_partition(req.group_id, create=True)
+            self.rt.check_partition(req.group_id, create=True)
             if req.topic_filter is not None:
                 self._topic_filters[req.group_id] = req.topic_filter
             else:
@@ -172,7 +174,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         group = self.groups.get(group_id)
         if group is not None:
             return group, False, None
-        classic = self.base.groups.get(group_id)
+        classic = self.classic.groups.get(group_id)
         if classic is not None:
             if create and not classic.members and not classic.pending_join_members:
                 return ConsumerGroup(group_id), True, None  # an empty classic group is replaced
@@ -269,10 +271,10 @@ class ConsumerGroupCoordinator(ClassicMembers):
             if nxt != current or is_new:
                 group.update_member(nxt)
                 change.records.append(rec.current_assignment(group.group_id, nxt))
-            if created and group.group_id in self.base.groups:  # an empty classic group is replaced
+            if created and group.group_id in self.classic.groups:  # an empty classic group is replaced
                 change.records.insert(0, (encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
             if change.records:
-                self.base._append(group.group_id, change.records, APPEND_ERRORS_GROUP)
+                self.rt.append(group.group_id, change.records, APPEND_ERRORS_GROUP)
         except Exception:
             if snapshot is not None:
                 self.groups[group.group_id] = snapshot
@@ -281,9 +283,9 @@ class ConsumerGroupCoordinator(ClassicMembers):
             raise
         if created:
             self.groups[group.group_id] = group
-            classic = self.base.groups.pop(group.group_id, None)
+            classic = self.classic.groups.pop(group.group_id, None)
             if classic is not None:  # its GroupMetadata tombstone went out with this heartbeat's records
-                self.base._cancel_group_timers(classic)
+                self.classic.cancel_group_timers(classic)
         return nxt
 
     def _joining_member(self, group: ConsumerGroup, req: HeartbeatRequestData, member_id: str,
@@ -349,7 +351,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
     def _leave(self, req: HeartbeatRequestData) -> HeartbeatResult:
         group = self.groups.get(req.group_id)
         if group is None:
-            if req.group_id in self.base.groups:
+            if req.group_id in self.classic.groups:
                 raise _fail(ke.GroupIdNotFoundError, f"Group {req.group_id} is not a consumer group")
             raise _fail(ke.GroupIdNotFoundError, f"Group {req.group_id} not found.")
         if req.instance_id is not None:
@@ -370,7 +372,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
             snapshot = group.snapshot()
             try:
                 group.update_member(left)
-                self.base._append(group.group_id, [rec.current_assignment(group.group_id, left)], APPEND_ERRORS_GROUP)
+                self.rt.append(group.group_id, [rec.current_assignment(group.group_id, left)], APPEND_ERRORS_GROUP)
             except Exception:
                 self.groups[group.group_id] = snapshot
                 raise
@@ -395,7 +397,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
             self._refresh_subscriptions(group, settings, change)
             records += change.records
             records.append(rec.group_metadata(group.group_id, group.group_epoch))
-            self.base._append(group.group_id, records, APPEND_ERRORS_GROUP)
+            self.rt.append(group.group_id, records, APPEND_ERRORS_GROUP)
         except Exception:
             self.groups[group.group_id] = snapshot
             raise
@@ -419,14 +421,14 @@ class ConsumerGroupCoordinator(ClassicMembers):
         return f"cg-{kind}-{group_id}-{member_id}"
 
     def _cancel(self, group_id: str, member_id: str, kind: str) -> None:
-        self.base._cancel(self._key(group_id, member_id, kind))
+        self.rt.cancel(self._key(group_id, member_id, kind))
 
     def _fence_timers(self, group_id: str, member_id: str) -> None:
         self._cancel(group_id, member_id, "session")
         self._cancel(group_id, member_id, "rebalance")
 
     def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:
-        self.base._schedule(self._key(group_id, member_id, "session"), timeout_ms,
+        self.rt.schedule(self._key(group_id, member_id, "session"), timeout_ms,
                             self._fence, group_id, member_id, "session timeout")
 
     @staticmethod
@@ -444,7 +446,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
             if before.state != MemberState.UNREVOKED_PARTITIONS or before.member_epoch != after.member_epoch \
                     or before.pending_revocation != after.pending_revocation:
                 timeout = after.rebalance_timeout_ms if after.rebalance_timeout_ms > 0 else settings.session_timeout_ms
-                self.base._schedule(self._key(group.group_id, after.member_id, "rebalance"), timeout,
+                self.rt.schedule(self._key(group.group_id, after.member_id, "rebalance"), timeout,
                                     self._rebalance_timeout, group.group_id, after.member_id, after.member_epoch)
         else:
             self._cancel(group.group_id, after.member_id, "rebalance")
@@ -456,7 +458,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
             self._fence(group_id, member_id, "did not revoke its partitions within the rebalance timeout")
 
     def close(self) -> None:
-        pass  # timers live in the base coordinator's table
+        pass  # timers live in the runtime's table
 
     # ============================================================== subscriptions and assignment
 
@@ -469,7 +471,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         for stale in set(group.resolved_regexes) - regexes:
             del group.resolved_regexes[stale]
             changed = True
-        topics = self.base._catalog.topics
+        topics = self.rt.catalog.topics
         now = time.monotonic()
         last = self._regex_refreshed.get(group.group_id)
         due = last is None or last[1] != len(topics) or \
@@ -478,7 +480,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         if not regexes or not (due or missing):
             return changed
         if not inline:
-            self.base._schedule(f"cg-regex-{group.group_id}", 0, self._resolve_later, group.group_id)
+            self.rt.schedule(f"cg-regex-{group.group_id}", 0, self._resolve_later, group.group_id)
             return changed
         todo = regexes
         visible = self._topic_filters.get(group.group_id)
@@ -506,7 +508,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
                 return
             group.group_epoch += 1
             change.records.append(rec.group_metadata(group_id, group.group_epoch))
-            self.base._append(group_id, change.records, APPEND_ERRORS_GROUP)
+            self.rt.append(group_id, change.records, APPEND_ERRORS_GROUP)
         except Exception as exc:
             self.groups[group_id] = snapshot
             log.warning("consumer group %s: regex resolution failed: %r", group_id, exc)
@@ -517,7 +519,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         self._resolve_regexes(group, settings, inline)
         metadata: dict[str, tuple[uuid.UUID, int]] = {}
         for name in group.subscribed_topic_names():
-            info = self.base._catalog.get(name)
+            info = self.rt.catalog.get(name)
             if info is not None:
                 metadata[name] = (info.topic_id, info.partitions)
         if metadata == group.subscription_metadata:
@@ -619,7 +621,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
             if value is None:
                 return
             group = self.groups[key.group_id] = ConsumerGroup(key.group_id)
-            self.base.groups.pop(key.group_id, None)
+            self.classic.groups.pop(key.group_id, None)
         t = key.record_type
         if t == rec.GROUP_METADATA:
             if value is None:
@@ -656,7 +658,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
     def on_partition_loaded(self, partition: int) -> None:
         """Rebuild derived state of the partition's groups and start their members' session timers."""
         for group in list(self.groups.values()):
-            if self.base.partition_for(group.group_id) != partition:
+            if self.rt.partition_for(group.group_id) != partition:
                 continue
             members = list(group.members.values())
             group.members.clear()
@@ -684,7 +686,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         group = self.groups[group_id]
         if group.members:
             raise _fail(ke.NonEmptyGroupError, f"Group {group_id} is not empty.")
-        self.base._append(group_id, self.tombstones(group), APPEND_ERRORS_GROUP)
+        self.rt.append(group_id, self.tombstones(group), APPEND_ERRORS_GROUP)
         self.forget(group_id)
 
     @staticmethod
@@ -701,7 +703,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         self._regex_refreshed.pop(group_id, None)
         self._topic_filters.pop(group_id, None)
         self._last_assignment.pop(group_id, None)
-        self.base._cancel(f"cg-regex-{group_id}")
+        self.rt.cancel(f"cg-regex-{group_id}")
         if group is not None:
             for mid in group.members:
                 self._fence_timers(group_id, mid)
@@ -711,7 +713,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         if types and "consumer" not in types:
             return []
         return [g for g in self.groups.values()
-                if not self.base.is_loading(self.base.partition_for(g.group_id))
+                if not self.rt.is_loading(self.rt.partition_for(g.group_id))
                 and (not states or g.state.value.lower() in states)]
 
     # ============================================================== queries
@@ -720,17 +722,17 @@ class ConsumerGroupCoordinator(ClassicMembers):
         """(error, message, group) as ConsumerGroupDescribe reports a group."""
         if not group_id:
             return ke.InvalidGroupIdError.errno, None, None
-        if self.base.topic_exists and self.base.is_loading(self.base.partition_for(group_id)):
+        if self.rt.topic_exists and self.rt.is_loading(self.rt.partition_for(group_id)):
             return ke.CoordinatorLoadInProgressError.errno, None, None
         group = self.groups.get(group_id)
         if group is not None:
             return 0, None, group
-        if group_id in self.base.groups:
+        if group_id in self.classic.groups:
             return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group", None
         return GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        info = self.base._catalog.by_id.get(topic_id)
+        info = self.rt.catalog.by_id.get(topic_id)
         return info.name if info is not None else None
 
 

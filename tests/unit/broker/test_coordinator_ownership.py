@@ -222,7 +222,7 @@ def test_no_append_below_min_isr(catalog):
         assert c.txns.get("tx").producer_epoch == epoch and catalog.partition_log(TXN_TOPIC, p).log_end_offset == end
         gc = groups(catalog, repl)
         await gc.load_partition(gc.partition_for("g"), 0)
-        gc._append_check = lambda t, part: ke.NotLeaderForPartitionError.errno
+        gc.runtime.append_check = lambda t, part: ke.NotLeaderForPartitionError.errno
         assert commit(gc, "g", 1) == {("t", 0): NOT_COORDINATOR}
         gc.close()
         await c.stop()
