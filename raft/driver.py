@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from minikafka.raft import wire
+from minikafka.protocol.errors import INCONSISTENT_CLUSTER_ID
 from minikafka.protocol.peer_client import PeerClient, PeerError
 from minikafka.storage.partition_metadata import atomic_write
 from minikafka.raft.core import (LEADER, BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse,
@@ -429,7 +430,7 @@ class QuorumDriver:
             return
         else:  # VoteResponse/FetchResponse are answers, never sent on their own
             return
-        if resp.error_code == wire.INCONSISTENT_CLUSTER_ID and v not in self._refused_by:
+        if resp.error_code == INCONSISTENT_CLUSTER_ID and v not in self._refused_by:
             self._refused_by.add(v)
             log.error("metadata quorum: node %d refuses this node's requests: it belongs to another cluster "
                       "(this node's cluster id: %s)", v, self.cluster_id)

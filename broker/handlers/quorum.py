@@ -31,7 +31,15 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
-from minikafka.protocol.errors import BROKER_NOT_AVAILABLE, CLUSTER_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
+from minikafka.protocol.errors import (
+    BROKER_NOT_AVAILABLE,
+    CLUSTER_AUTHORIZATION_FAILED,
+    INCONSISTENT_CLUSTER_ID,
+    NOT_LEADER_OR_FOLLOWER,
+    POSITION_OUT_OF_RANGE,
+    SNAPSHOT_NOT_FOUND,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 
 MAX_WAIT_MS = 1000  # the longest a quorum Fetch is held (a request's MaxWaitMs is capped to it)
 
@@ -48,7 +56,7 @@ async def handle_vote(ctx: RequestContext, req: VoteRequest) -> VoteResponse:
     if driver is None:
         return wire.vote_response(None, BROKER_NOT_AVAILABLE)
     if driver.cluster_id_conflicts(req.cluster_id):
-        return wire.vote_response(None, wire.INCONSISTENT_CLUSTER_ID)
+        return wire.vote_response(None, INCONSISTENT_CLUSTER_ID)
     msg = wire.from_vote_request(req)
     if msg is None:
         return wire.vote_response(None, UNKNOWN_TOPIC_OR_PARTITION)
@@ -62,7 +70,7 @@ async def _epoch_rpc(ctx: RequestContext, req, msg, response_class):
     if driver is None:
         return response_class(error_code=BROKER_NOT_AVAILABLE, topics=[], node_endpoints=[])
     if driver.cluster_id_conflicts(req.cluster_id):
-        return response_class(error_code=wire.INCONSISTENT_CLUSTER_ID, topics=[], node_endpoints=[])
+        return response_class(error_code=INCONSISTENT_CLUSTER_ID, topics=[], node_endpoints=[])
     if msg is None:
         return response_class(error_code=UNKNOWN_TOPIC_OR_PARTITION, topics=[], node_endpoints=[])
     driver.receive(msg)
@@ -86,7 +94,7 @@ async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchRe
     msg = wire.from_fetch_request(req, ctx.api_version)
     error = (CLUSTER_AUTHORIZATION_FAILED if not authorize_cluster(ctx, acl.CLUSTER_ACTION) else
              BROKER_NOT_AVAILABLE if driver is None else
-             wire.INCONSISTENT_CLUSTER_ID if driver.cluster_id_conflicts(req.cluster_id) else
+             INCONSISTENT_CLUSTER_ID if driver.cluster_id_conflicts(req.cluster_id) else
              UNKNOWN_TOPIC_OR_PARTITION if msg is None else 0)
     if error:
         return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[], node_endpoints=[])
@@ -117,7 +125,7 @@ async def handle_fetch_snapshot(ctx: RequestContext, req: FetchSnapshotRequest) 
         return FetchSnapshotResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED, topics=[])
     driver = _driver(ctx)
     if driver is None or driver.cluster_id_conflicts(req.cluster_id):
-        error = BROKER_NOT_AVAILABLE if driver is None else wire.INCONSISTENT_CLUSTER_ID
+        error = BROKER_NOT_AVAILABLE if driver is None else INCONSISTENT_CLUSTER_ID
         return FetchSnapshotResponse(throttle_time_ms=0, error_code=error, topics=[])
     parsed = wire.from_fetch_snapshot_request(req)
     if parsed is None:
@@ -129,13 +137,13 @@ async def handle_fetch_snapshot(ctx: RequestContext, req: FetchSnapshotRequest) 
         error = wire.FENCED_LEADER_EPOCH if msg.epoch < node.epoch else NOT_LEADER_OR_FOLLOWER
         return wire.fetch_snapshot_response(error, node.epoch, node.leader, msg.snapshot_id)
     if reply.snapshot_id is None:
-        return wire.fetch_snapshot_response(wire.SNAPSHOT_NOT_FOUND, node.epoch, node.leader, msg.snapshot_id)
+        return wire.fetch_snapshot_response(SNAPSHOT_NOT_FOUND, node.epoch, node.leader, msg.snapshot_id)
     chunk = await asyncio.to_thread(driver.read_snapshot_chunk, reply.snapshot_id, position, max(max_bytes, 1))
     if chunk is None:
-        return wire.fetch_snapshot_response(wire.SNAPSHOT_NOT_FOUND, node.epoch, node.leader, msg.snapshot_id)
+        return wire.fetch_snapshot_response(SNAPSHOT_NOT_FOUND, node.epoch, node.leader, msg.snapshot_id)
     size, data = chunk
     if position > size:
-        return wire.fetch_snapshot_response(wire.POSITION_OUT_OF_RANGE, node.epoch, node.leader, msg.snapshot_id)
+        return wire.fetch_snapshot_response(POSITION_OUT_OF_RANGE, node.epoch, node.leader, msg.snapshot_id)
     return wire.fetch_snapshot_response(0, node.epoch, node.leader, msg.snapshot_id, size, position, data)
 
 

@@ -149,6 +149,7 @@ def test_a_full_restart_keeps_the_log_and_the_cluster_id(cluster):
 
 def test_quorum_rpcs_are_refused_from_another_cluster_and_on_broker_listeners(cluster):
     from minikafka.raft import wire
+    from minikafka.protocol.errors import INCONSISTENT_CLUSTER_ID
     from minikafka.raft.core import VoteRequest
     from minikafka.protocol.messages import VoteRequest as KVoteRequest, VoteResponse as KVoteResponse
     leader, epoch = cluster.agreed_leader(cluster.ids)
@@ -157,7 +158,7 @@ def test_quorum_rpcs_are_refused_from_another_cluster_and_on_broker_listeners(cl
     stale = VoteRequest(epoch, 99, 0, 0)
     with RawClient(f"127.0.0.1:{cluster.controller_ports[follower]}") as c:
         resp = c.request(wire.vote_request(stale, follower, "another-cluster"), 1, KVoteResponse)
-        assert resp.error_code == wire.INCONSISTENT_CLUSTER_ID
+        assert resp.error_code == INCONSISTENT_CLUSTER_ID
         resp = c.request(wire.vote_request(stale, follower, None), 1, KVoteResponse)  # no id: Kafka accepts it
         part = resp.topics[0].partitions[0]
         assert (part.vote_granted, part.leader_id, part.leader_epoch) == (False, leader, epoch)
