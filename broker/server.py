@@ -203,6 +203,7 @@ class Broker:
         if not url:
             return
         from minikafka.broker.ops.admin_http import AdminContext, AdminHttpServer, parse_listener
+        from minikafka.broker.ops import faults  # noqa: F401  (its import registers the /faults routes)
         host, port = parse_listener(url)
         ctx = AdminContext(None, lambda: self.ready)  # type: ignore[arg-type]  # state follows at once
         server = AdminHttpServer(ctx, host, port)
