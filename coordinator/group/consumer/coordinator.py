@@ -39,6 +39,7 @@ from minikafka.coordinator.group.consumer.model import (
 )
 from minikafka.coordinator.group.consumer.reconciliation import reconcile
 from minikafka.coordinator.group.consumer.regex import InvalidRegex, compile_topic_regex
+from minikafka.protocol.errors import INVALID_REGULAR_EXPRESSION
 
 if TYPE_CHECKING:
     from minikafka.coordinator.group.membership import GroupMembership
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INVALID_REGULAR_EXPRESSION = 128
 GROUP_ID_NOT_FOUND = ke.GroupIdNotFoundError.errno
 
 
