@@ -82,6 +82,8 @@ class BrokerState:
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
+        self._share_sessions = None  # broker/share/sessions.ShareSessionCache, on first ShareFetch
+        self._share_manager = None  # broker/share/manager.SharePartitionManager, on first use
         self._failover = None  # broker/coordinator_failover.CoordinatorFailover on a cluster
         self._running = False
         self.service_tasks: list[asyncio.Task] = []  # started with a coordinator; cancelled at shutdown
@@ -146,6 +148,8 @@ class BrokerState:
             from minikafka.broker.errors import error_code
             self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code,
                                             group_configs=self.group_configs)
+            # a share-group member that left gives back the records it held
+            self._groups.share.member_left = lambda g, m: self.share_manager.release_member(g, m)
             if (failover := self.coordinator_failover) is not None:
                 failover.attach_groups(self._groups)
             if self._running:
@@ -171,6 +175,35 @@ class BrokerState:
             if self._running:
                 self._txns.start()
         return self._txns
+
+    @property
+    def share_sessions(self):
+        """Share sessions of the consumers fetching from this broker (broker/share/sessions.py)."""
+        if self._share_sessions is None:
+            from minikafka.broker.share.sessions import ShareSessionCache
+            self._share_sessions = ShareSessionCache(int(self.config.get("group.share.max.share.sessions") or 2000))
+        return self._share_sessions
+
+    @property
+    def share_manager(self):
+        """The share-partitions this broker leads (broker/share/manager.py), their state kept by the share
+        coordinator through `share_persister`."""
+        if self._share_manager is None:
+            from minikafka.broker.share.manager import SharePartitionManager
+            replicas = self.replicas
+            self._share_manager = SharePartitionManager(
+                self.catalog, self.share_persister, self.group_configs.group_config, self.notifier.notify,
+                leader_epoch=(lambda t, p: replicas.leader_epoch(t, p)) if replicas is not None else (lambda _t, _p: 0))
+        return self._share_manager
+
+    def connection_closed(self, peer: str) -> None:
+        """A client connection closed: the share sessions it opened go, and their members' records are
+        released (Kafka's ShareSessionCache disconnect listener)."""
+        if self._share_sessions is None:
+            return
+        for session in self._share_sessions.close_connection(peer):
+            self.share_manager.release_member(session.group_id, session.member_id,
+                                              [(None, t, p) for t, p in session.partitions])
 
     @property
     def coordinator_failover(self):

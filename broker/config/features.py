@@ -38,6 +38,7 @@ INITIAL_EPOCH = 1
 METADATA_VERSION = "metadata.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
+SHARE_VERSION = "share.version"
 
 INVALID_UPDATE_VERSION = ke.InvalidUpdateVersionError.errno
 
@@ -72,12 +73,12 @@ SUPPORTED: dict[str, FeatureSpec] = {spec.name: spec for spec in (
     FeatureSpec("kraft.version", 0, 0, 0),  # Kafka: 0-1; level 1 is the dynamic quorum (KIP-853), not here yet
     FeatureSpec(TRANSACTION_VERSION, 0, 2, 2),
     FeatureSpec(GROUP_VERSION, 0, 1, 1),
+    FeatureSpec(SHARE_VERSION, 0, 1, 1),  # share groups (KIP-932)
 )}
 
-# Kafka 4.3 finalizes these too, but their behaviour is not here yet: share groups (KIP-932), streams
-# groups (KIP-1071), eligible leader replicas (KIP-966); a dynamic quorum (kraft.version 1, KIP-853). Data
+# Kafka 4.3 finalizes these too, but their behaviour is not here yet: streams groups (KIP-1071), eligible leader replicas (KIP-966); a dynamic quorum (kraft.version 1, KIP-853). Data
 # dirs written by minikafka releases that still claimed them have them dropped at load.
-NOT_IMPLEMENTED = frozenset({"share.version", "streams.version", "eligible.leader.replicas.version",
+NOT_IMPLEMENTED = frozenset({"streams.version", "eligible.leader.replicas.version",
                              "kraft.version"})
 
 

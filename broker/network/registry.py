@@ -81,6 +81,10 @@ API_TABLE: dict[int, ApiEntry] = {
     68: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupHeartbeat
     69: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupDescribe
     75: ApiEntry("describe_topic_partitions", 0, 0),
+    76: ApiEntry("share_group", 1, 1),  # ShareGroupHeartbeat
+    77: ApiEntry("share_group", 1, 1),  # ShareGroupDescribe
+    78: ApiEntry("share_fetch", 1, 2),  # ShareFetch
+    79: ApiEntry("share_fetch", 1, 2),  # ShareAcknowledge
 }
 
 # What a CONTROLLER listener (controller.listener.names, KRaft combined mode) serves instead: the

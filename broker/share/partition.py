@@ -17,7 +17,7 @@ Pure: no I/O, no clock of its own (callers pass `now_ms`); the manager (manager.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from minikafka.protocol.errors import INVALID_RECORD_STATE, INVALID_REQUEST
 
@@ -56,8 +56,10 @@ class Span:
 class SharePartition:
     def __init__(self, start_offset: int, batches: Iterable[tuple[int, int, int, int]] = (), *,
                  max_in_flight: int = 2000, delivery_limit: int = 5, state_epoch: int = 0,
-                 leader_epoch: int = 0) -> None:
+                 leader_epoch: int = 0, topic_id: Any = None, partition_index: int = -1) -> None:
         """`batches`: persisted (first, last, state, delivery_count) runs, any order."""
+        self.topic_id = topic_id
+        self.partition_index = partition_index
         self.start = start_offset
         self.end = start_offset
         self.records: dict[int, InFlight] = {}

@@ -28,6 +28,9 @@ from minikafka.coordinator.group.membership import GroupMembership
 from minikafka.coordinator.group.metadata import ClassicGroup
 from minikafka.coordinator.group.offsets import OffsetStore
 from minikafka.coordinator.group.runtime import GroupRuntime
+from minikafka.coordinator.group.streams.config import StreamsGroupSettings
+from minikafka.coordinator.group.streams.coordinator import StreamsGroupCoordinator
+from minikafka.coordinator.group.share.coordinator import ShareGroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ class GroupConfig:
     offsets_topic_segment_bytes: int = 104857600
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     consumer: ConsumerGroupSettings = ConsumerGroupSettings()  # KIP-848 groups
+    streams: StreamsGroupSettings = StreamsGroupSettings()  # KIP-1071 groups
+    share_max_size: int = 200  # group.share.max.size
 
     @classmethod
     def from_props(cls, get: Callable[[str], str]) -> "GroupConfig":
@@ -64,6 +69,8 @@ class GroupConfig:
             offset_metadata_max_bytes=int(get("offset.metadata.max.bytes")),
             offsets_topic_segment_bytes=int(get("offsets.topic.segment.bytes")),
             consumer=ConsumerGroupSettings.from_props(get),
+            streams=StreamsGroupSettings.from_props(get),
+            share_max_size=int(get("group.share.max.size") or 200),
         )
 
 
@@ -77,8 +84,17 @@ class GroupCoordinator:
         # KIP-848 groups, same partitions; group_configs: per-group overrides (broker/config/group_configs.py)
         self.consumer = ConsumerGroupCoordinator(self.runtime, self.membership, config.consumer, group_configs)
         self.membership.consumer = self.consumer
+        # share groups (KIP-932): a group id belongs to one kind of group
+        self.share = ShareGroupCoordinator(
+            self.runtime, lambda gid: gid in self.membership.groups or gid in self.consumer.groups, group_configs,
+            max_size=config.share_max_size)
+        # KIP-1071 streams groups; a group id is in one protocol only
+        self.streams = StreamsGroupCoordinator(self.runtime, config.streams, group_configs, self._group_type)
+        self.membership.streams = self.consumer.streams = self.streams
+        self.streams.classic = self.membership
         self.commits = GroupOffsets(self.runtime, self.membership)
         self.admin = GroupAdmin(self.runtime, self.membership, self.commits.offsets)
+        self.admin.share = self.share
         rt, m, c, a = self.runtime, self.membership, self.commits, self.admin
         # the requests, each served by its part
         self.join_group, self.sync_group, self.heartbeat, self.leave_group = \
@@ -95,6 +111,18 @@ class GroupCoordinator:
         # replay of loaded records (loader.py), to the part that owns each
         self.replay_group_metadata = m.replay_group_metadata
         self.replay_offset_commit, self.replay_marker = c.replay_offset_commit, c.replay_marker
+        self.replay_share = self.share.replay
+
+    def _group_type(self, group_id: str) -> str | None:
+        """The protocol of a group that is not a streams group ("empty-classic": a classic group Kafka
+        replaces), else None."""
+        if group_id in self.consumer.groups:
+            return "consumer"
+        classic = self.membership.groups.get(group_id)
+        if classic is not None:
+            return "classic" if classic.members or classic.pending_join_members else "empty-classic"
+        share = getattr(self, "share", None)
+        return "share" if share is not None and group_id in share.groups else None
 
     @property
     def config(self) -> GroupConfig:
@@ -175,10 +203,16 @@ class GroupCoordinator:
         self.membership.forget_partition(partition)
         for group_id in [g for g in self.consumer.groups if self.runtime.partition_for(g) == partition]:
             self.consumer.forget(group_id)
+        for group_id in [g for g in self.streams.groups if self.runtime.partition_for(g) == partition]:
+            self.streams.forget(group_id)
+        for group_id in [g for g in self.share.groups if self.runtime.partition_for(g) == partition]:
+            self.share.forget(group_id)
         self.commits.forget_partition(partition)
 
     def on_partition_loaded(self, partition: int) -> None:
         """After replay: each part starts what runs on its loaded groups; then the partition serves."""
         self.membership.on_partition_loaded(partition)
         self.consumer.on_partition_loaded(partition)
+        self.streams.on_partition_loaded(partition)
+        self.share.on_partition_loaded(partition)
         self.runtime.mark_loaded(partition)
