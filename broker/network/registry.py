@@ -85,6 +85,8 @@ API_TABLE: dict[int, ApiEntry] = {
     77: ApiEntry("share_group", 1, 1),  # ShareGroupDescribe
     78: ApiEntry("share_fetch", 1, 2),  # ShareFetch
     79: ApiEntry("share_fetch", 1, 2),  # ShareAcknowledge
+    88: ApiEntry("streams_group", 0, 0),  # StreamsGroupHeartbeat
+    89: ApiEntry("streams_group", 0, 0),  # StreamsGroupDescribe
 }
 
 # What a CONTROLLER listener (controller.listener.names, KRaft combined mode) serves instead: the

@@ -16,6 +16,7 @@ from typing import Any
 
 from minikafka.protocol.record_batch import iter_headers
 from minikafka.coordinator.group.consumer import records as consumer_records
+from minikafka.coordinator.group.streams import records as streams_records
 from minikafka.coordinator.group.share import records as share_records
 from minikafka.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from minikafka.coordinator.group.records import (
@@ -58,6 +59,9 @@ def replay_batch(coordinator: GroupCoordinator, batch: bytes, from_offset: int =
             elif (ckey := consumer_records.decode_key(rec.key)) is not None:
                 value = consumer_records.decode_value(ckey.record_type, rec.value) if rec.value is not None else None
                 coordinator.consumer.replay(ckey, value)
+            elif (stkey := streams_records.decode_key(rec.key)) is not None:
+                value = streams_records.decode_value(stkey.record_type, rec.value) if rec.value is not None else None
+                coordinator.streams.replay(stkey, value)
             elif (skey := share_records.decode_key(rec.key)) is not None:
                 record_type, group_id, member_id = skey
                 if group_id:

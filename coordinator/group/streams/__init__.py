@@ -1,0 +1,1 @@
+"""Streams groups (KIP-1071): the broker-side task assignment of Kafka Streams' rebalance protocol."""
