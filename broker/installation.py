@@ -23,6 +23,7 @@ PACKAGES = (
     "minikafka.coordinator.group",
     "minikafka.coordinator.group.consumer",
     "minikafka.coordinator.txn",
+    "minikafka.coordinator.share",
     "minikafka.broker",
     "minikafka.broker.network",
     "minikafka.broker.config",

@@ -84,6 +84,8 @@ class BrokerState:
         self._txns: TransactionCoordinator | None = None
         self._share_sessions = None  # broker/share/sessions.ShareSessionCache, on first ShareFetch
         self._share_manager = None  # broker/share/manager.SharePartitionManager, on first use
+        self._share_coordinator = None  # coordinator/share ShareCoordinator (broker/share_coordination.py)
+        self._share_persister = None
         self._failover = None  # broker/coordinator_failover.CoordinatorFailover on a cluster
         self._running = False
         self.service_tasks: list[asyncio.Task] = []  # started with a coordinator; cancelled at shutdown
@@ -177,6 +179,28 @@ class BrokerState:
         return self._txns
 
     @property
+    def share_coordinator(self):
+        """The share coordinator (`__share_group_state`), built on first use or at start when its topic exists."""
+        if self._share_coordinator is None:
+            from minikafka.broker import share_coordination
+            self._share_coordinator = share_coordination.build(self)
+            if self._running and self.cluster is None:
+                self._share_coordinator.start_loading()
+        return self._share_coordinator
+
+    @property
+    def share_persister(self):
+        """The share-group state persister share-partition leaders use (coordinator/share/persister.py)."""
+        if self._share_persister is None:
+            from minikafka.broker import share_coordination
+            self._share_persister = share_coordination.persister(self)
+        return self._share_persister
+
+    async def ensure_share_state_topic(self) -> None:
+        from minikafka.broker import share_coordination
+        await share_coordination.ensure_topic(self)
+
+    @property
     def share_sessions(self):
         """Share sessions of the consumers fetching from this broker (broker/share/sessions.py)."""
         if self._share_sessions is None:
@@ -227,6 +251,9 @@ class BrokerState:
             self._start_groups()
         if self._txns is not None:
             self._txns.start()
+        if self.cluster is None and (self._share_coordinator is not None or
+                                     self.catalog.get("__share_group_state") is not None):
+            self.share_coordinator.start_loading()
 
     def _start_groups(self) -> None:
         from minikafka.broker.background import start_group_services
@@ -319,4 +346,6 @@ class BrokerState:
             self._groups.close()
         if self._failover is not None:
             self._failover.close()
+        if self._share_coordinator is not None:
+            self._share_coordinator.close()
         self.logs.close()

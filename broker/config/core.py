@@ -84,6 +84,14 @@ DEFAULTS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "transaction.partition.verification.enable": "true",
+    # the share coordinator (KIP-932, coordinator/share/config.py): `__share_group_state`; its replication
+    # factor and min.isr are 1 on a single node, Kafka's 3 and 2 on a cluster unless configured
+    "share.coordinator.state.topic.num.partitions": "50",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.state.topic.segment.bytes": "104857600",
+    "share.coordinator.snapshot.update.records.per.snapshot": "500",
+    "share.coordinator.write.timeout.ms": "5000",
     # Test-only fault injection: the broker os._exit(137)s at this step of EndTxn
     # (after_prepare_commit | after_prepare_abort | after_markers | after_first_marker); never set in production.
     "minikafka.test.crash.point": "",
@@ -217,7 +225,6 @@ IGNORED_KAFKA_KEYS = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
     "broker.rack", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
-    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     # accepted at the values UNSUPPORTED_VALUES allows (others are refused)
     "principal.builder.class", "max.connection.creation.rate", "cordoned.log.dirs", "metric.reporters",
     "config.providers",
@@ -457,6 +464,9 @@ class BrokerConfig:
             self.retention_check_interval_ms = int(self.get("log.retention.check.interval.ms"))
             self.offsets_topic_partitions = int(self.get("offsets.topic.num.partitions"))
             self.txn_state_partitions = int(self.get("transaction.state.log.num.partitions"))
+            if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("share.coordinator.")):
+                from minikafka.coordinator.share.config import ShareCoordinatorConfig  # Kafka's ranges
+                ShareCoordinatorConfig.from_props(self.get)
             if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("group.consumer.")):
                 # refuse bad consumer-group settings at start-up (the defaults are valid: no import for them)
                 from minikafka.coordinator.group.consumer.config import ConsumerGroupSettings

@@ -186,6 +186,17 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
         (("offsets.commit.timeout.ms",),
          "Cluster: how long a group or transaction coordinator waits for its write to reach the ISR before "
          "answering COORDINATOR_NOT_AVAILABLE."),
+        (("share.coordinator.state.topic.num.partitions",),
+         "Partitions of `__share_group_state` (share-partitions, `group:topicId:partition`, are sharded over them)."),
+        (("share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+          "share.coordinator.state.topic.segment.bytes"),
+         "`__share_group_state`'s replication factor, min.insync.replicas and segment size (a cluster: 3 and 2 "
+         "unless configured)."),
+        (("share.coordinator.snapshot.update.records.per.snapshot",),
+         "Share coordinator: ShareUpdate records written per share-partition between two ShareSnapshot records (0-500)."),
+        (("share.coordinator.write.timeout.ms",),
+         "Cluster: how long the share coordinator waits for its write to reach the ISR before answering "
+         "COORDINATOR_NOT_AVAILABLE."),
         (("group.initial.rebalance.delay.ms",), "Classic groups: how long the first rebalance of an empty group waits for more members."),
         (("group.min.session.timeout.ms", "group.max.session.timeout.ms"),
          "Classic groups: the session timeouts members may ask for (INVALID_SESSION_TIMEOUT outside)."),

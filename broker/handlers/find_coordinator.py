@@ -18,7 +18,8 @@ from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
 
 log = logging.getLogger(__name__)
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+SHARE_STATE_TOPIC = "__share_group_state"
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
@@ -31,6 +32,8 @@ DENIED = {GROUP: (acl.GROUP, ke.GroupAuthorizationFailedError.errno, "Group auth
 async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     """DESCRIBE on the group / transactional id of each key, else that key's authorization error."""
     key_type = req.key_type if ctx.api_version >= 1 else GROUP
+    if key_type == SHARE:
+        return await _find_share(ctx, req)
     if ctx.broker.authorizer is None or key_type not in DENIED:
         return await _find(ctx, req)
     rtype, code, message = DENIED[key_type]
@@ -118,3 +121,50 @@ async def _find_in_cluster(ctx: RequestContext, req: FindCoordinatorRequest) -> 
 
 
 _MESSAGES = {0: "NONE", ke.CoordinatorNotAvailableError.errno: "The coordinator is not available."}
+
+
+async def _find_share(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    """Key type SHARE (KIP-932, v6+; asked by share-partition leaders): CLUSTER_ACTION on the cluster (else the
+    whole request fails), each key "groupId:topicId:partition" (INVALID_REQUEST when malformed) answered with
+    the leader of its `__share_group_state` partition; the topic is created on first use."""
+    from minikafka.broker.coordinator_lookup import CoordinatorAddress, endpoint, partition_leader
+    from minikafka.broker.security.authorizer import authorize_cluster
+    from minikafka.coordinator.share.coordinator import parse_share_key
+    state = ctx.broker
+    keys = list(req.coordinator_keys) if ctx.api_version >= 4 else [req.key]
+    found: dict[str, CoordinatorAddress] = {}
+    message = None
+    if ctx.api_version < 6:
+        found = {k: CoordinatorAddress(ke.InvalidRequestError.errno) for k in keys}
+    elif not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        found = {k: CoordinatorAddress(ke.ClusterAuthorizationFailedError.errno) for k in keys}
+        message = "Cluster authorization failed."
+    else:
+        valid = []
+        for k in keys:
+            try:
+                parse_share_key(k)
+                valid.append(k)
+            except ValueError:
+                found[k] = CoordinatorAddress(ke.InvalidRequestError.errno)
+        if valid:
+            try:
+                await state.ensure_share_state_topic()
+            except Exception as exc:
+                log.info("creating %s failed: %s", SHARE_STATE_TOPIC, exc)
+                found.update({k: CoordinatorAddress(ke.CoordinatorNotAvailableError.errno) for k in valid})
+            else:
+                sc = state.share_coordinator
+                for k in valid:
+                    leader = partition_leader(state, SHARE_STATE_TOPIC, sc.partition_for_key(k))
+                    address = endpoint(state, leader, ctx.listener) if leader >= 0 else None
+                    found[k] = (CoordinatorAddress(0, leader, *address) if address is not None
+                                else CoordinatorAddress(ke.CoordinatorNotAvailableError.errno))
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            Coordinator(key=k, node_id=found[k].node_id, host=found[k].host, port=found[k].port,
+                        error_code=found[k].error_code, error_message=(message or "") if found[k].error_code else "")
+            for k in keys])
+    a = found[req.key]
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=a.error_code, error_message=message,
+                                   node_id=a.node_id, host=a.host, port=a.port)

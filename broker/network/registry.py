@@ -81,6 +81,11 @@ API_TABLE: dict[int, ApiEntry] = {
     68: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupHeartbeat
     69: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupDescribe
     75: ApiEntry("describe_topic_partitions", 0, 0),
+    83: ApiEntry("share_group_state", 0, 0),  # InitializeShareGroupState (broker to broker)
+    84: ApiEntry("share_group_state", 0, 0),  # ReadShareGroupState
+    85: ApiEntry("share_group_state", 0, 1),  # WriteShareGroupState
+    86: ApiEntry("share_group_state", 0, 0),  # DeleteShareGroupState
+    87: ApiEntry("share_group_state", 0, 1),  # ReadShareGroupStateSummary
     76: ApiEntry("share_group", 1, 1),  # ShareGroupHeartbeat
     77: ApiEntry("share_group", 1, 1),  # ShareGroupDescribe
     78: ApiEntry("share_fetch", 1, 2),  # ShareFetch

@@ -103,7 +103,7 @@ def test_keys_as_kafka():
 def test_lifecycle(catalog):
     async def main():
         sc = make(catalog)
-        p = LocalSharePersister(sc)
+        p = LocalSharePersister(sc, backoff_ms=1)
         r = await p.read("g", TOPIC, 0, 0)
         assert (r.error_code, r.error_message) == (INVALID_REQUEST, "Read operation on uninitialized share partition "
                                                                    "not allowed.")
@@ -183,3 +183,26 @@ def test_snapshot_every_n_updates_and_restart(catalog):
     assert first.error_code == COORDINATOR_LOAD_IN_PROGRESS
     assert (after.error_code, after.state_epoch, after.start_offset, after.state_batches) == (
         0, 4, 40, before.state_batches)
+
+
+def test_persister_retries_retriable_errors(catalog):
+    async def main():
+        sc = make(catalog)
+        p = LocalSharePersister(sc, backoff_ms=1, max_attempts=3)
+        r = await p.initialize("g", uuid.uuid4(), 0, 1, 0)
+        assert r.error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert r.error_message == ("Error in initialize state RPC. Exhausted max retries to complete initialize "
+                                   "state RPC without success.")
+        new = uuid.uuid4()
+        catalog.by_id[new] = Info(1, new)
+        calls = []
+        real = sc.initialize_state
+
+        async def flaky(*args):
+            calls.append(args)
+            if len(calls) == 1:
+                return dataclasses.replace(await sc.read_state_summary("g", new, 0, -1), error_code=14)
+            return await real(*args)
+        sc.initialize_state = flaky
+        assert (await p.initialize("g", new, 0, 1, 0)).error_code == 0 and len(calls) == 2
+    asyncio.run(main())
