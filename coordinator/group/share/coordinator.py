@@ -67,6 +67,8 @@ class ShareGroupCoordinator:
         self.max_size = max_size  # group.share.max.size
         self.groups: dict[str, ShareGroup] = {}
         self.member_left: Callable[[str, str], None] | None = None
+        # share-partitions of groups deleted by DeleteGroups whose state the broker still has to delete
+        self.deleted_state: list[tuple[str, dict[uuid.UUID, frozenset[int]]]] = []
 
     def setting(self, group_id: str, name: str) -> int:
         if self.group_configs is None:
@@ -290,7 +292,10 @@ class ShareGroupCoordinator:
         self.rt.append(group_id, [rec.state_partitions(group_id, None), rec.group_metadata(group_id, None)],
                        APPEND_ERRORS_GROUP)
         self.forget(group_id)
-        return {t: ps for t, (_name, ps) in group.initialized.items()}
+        parts = {t: ps for t, (_name, ps) in group.initialized.items()}
+        if parts:
+            self.deleted_state.append((group_id, parts))
+        return parts
 
     def forget_partitions(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
         """DeleteShareGroupOffsets: the group no longer has state for these topics (all if None)."""
@@ -304,6 +309,7 @@ class ShareGroupCoordinator:
 
     def add_partitions(self, group_id: str, partitions: dict[uuid.UUID, tuple[str, frozenset[int]]]) -> ShareGroup:
         """AlterShareGroupOffsets on an empty group (created if missing): these share-partitions have state."""
+        self.rt.check_partition(group_id, create=True)
         group = self.groups.get(group_id)
         if group is None:
             group = ShareGroup(group_id)
