@@ -113,6 +113,8 @@ DEFAULTS: dict[str, str] = {
     "minikafka.log.recovery.progress.interval.ms": "5000",
     # Test-only: sleep this long before opening each background batch of partition logs (slow recovery)
     "minikafka.test.log.open.delay.ms": "0",
+    # Test-only: the streams.version level assumed while minikafka does not finalize it (streams groups, KIP-1071)
+    "minikafka.test.streams.version": "",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
@@ -131,6 +133,20 @@ DEFAULTS: dict[str, str] = {
     "group.consumer.migration.policy": "bidirectional",
     "group.consumer.assignment.interval.ms": "1000",
     "group.consumer.regex.refresh.interval.ms": "10000",
+    # KIP-1071 streams groups (coordinator/group/streams/config.py)
+    "group.streams.heartbeat.interval.ms": "5000",
+    "group.streams.min.heartbeat.interval.ms": "5000",
+    "group.streams.max.heartbeat.interval.ms": "15000",
+    "group.streams.session.timeout.ms": "45000",
+    "group.streams.min.session.timeout.ms": "45000",
+    "group.streams.max.session.timeout.ms": "60000",
+    "group.streams.max.size": str(2**31 - 1),
+    "group.streams.num.standby.replicas": "0",
+    "group.streams.max.standby.replicas": "2",
+    "group.streams.initial.rebalance.delay.ms": "3000",
+    "group.streams.assignment.interval.ms": "1000",
+    "group.streams.min.assignment.interval.ms": "0",
+    "group.streams.max.assignment.interval.ms": "15000",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
     "offset.metadata.max.bytes": "4096",
@@ -467,6 +483,9 @@ class BrokerConfig:
             if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("share.coordinator.")):
                 from minikafka.coordinator.share.config import ShareCoordinatorConfig  # Kafka's ranges
                 ShareCoordinatorConfig.from_props(self.get)
+            if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("group.streams.")):
+                from minikafka.coordinator.group.streams.config import StreamsGroupSettings  # Kafka's bounds
+                StreamsGroupSettings.from_props(self.get)
             if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("group.consumer.")):
                 # refuse bad consumer-group settings at start-up (the defaults are valid: no import for them)
                 from minikafka.coordinator.group.consumer.config import ConsumerGroupSettings

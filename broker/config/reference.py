@@ -220,6 +220,20 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
          "`bidirectional`, `upgrade`, `downgrade` or `disabled`: whether a group converts between the classic "
          "and consumer protocols when its members do."),
         (("group.consumer.regex.refresh.interval.ms",), "How often a consumer group's subscribed regular expressions are re-resolved."),
+        (("group.streams.heartbeat.interval.ms", "group.streams.session.timeout.ms"),
+         "KIP-1071 streams groups: the heartbeat interval given to members, and the session timeout after "
+         "which a silent member is fenced (group configs may override both)."),
+        (("group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms",
+          "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
+         "The bounds of those two, for the broker's and for group configs."),
+        (("group.streams.max.size",), "Members of one streams group (GROUP_MAX_SIZE_REACHED past it)."),
+        (("group.streams.num.standby.replicas", "group.streams.max.standby.replicas"),
+         "Standby replicas of each stateful task of a streams group, and the most a group config may ask for."),
+        (("group.streams.initial.rebalance.delay.ms",),
+         "How long a new streams group waits for more members before its first task assignment."),
+        (("group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms",
+          "group.streams.max.assignment.interval.ms"),
+         "A streams group gets a new target assignment at most this often, and the bounds of group configs."),
     )),
     ("Cluster (KRaft)", (
         (("process.roles",), "`broker,controller`, `broker` or `controller` for a node of a multi-node cluster."),
@@ -255,6 +269,8 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
         (("minikafka.faults.enable",),
          "Fault injection for client tests (`/faults` on the admin listener). Never in production."),
         (("minikafka.test.log.open.delay.ms",), "Tests only: a pause before each background batch of partition logs (slow recovery)."),
+        (("minikafka.test.streams.version",),
+         "Tests only: the `streams.version` level the streams group APIs assume while it is not finalized."),
     )),
 )
 

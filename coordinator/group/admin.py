@@ -48,6 +48,8 @@ class GroupDescription:
 class GroupAdmin:
     """Listing, describing and deleting groups of both protocols, with their offsets."""
 
+    streams = None  # the streams groups (KIP-1071), set by GroupCoordinator
+
     def __init__(self, rt: GroupRuntime, membership: GroupMembership, offsets: OffsetStore) -> None:
         self.rt = rt
         self.membership = membership
@@ -76,6 +78,8 @@ class GroupAdmin:
                 continue
             out.append(group)
         out += self.consumer.list_groups(states, types)
+        if self.streams is not None:
+            out += self.streams.list_groups(states, types)
         return (COORDINATOR_LOAD_IN_PROGRESS if self.rt.any_loading() else NONE), out
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
@@ -104,6 +108,10 @@ class GroupAdmin:
                     self._delete_consumer_group(group_id)
                     results[group_id] = NONE
                     continue
+                if self.streams is not None and group_id in self.streams.groups:
+                    self._delete_streams_group(group_id)
+                    results[group_id] = NONE
+                    continue
                 group = self.groups.get(group_id)
                 if group is None or group.is_in(GroupState.DEAD):
                     raise group_error(ke.GroupIdNotFoundError)
@@ -130,6 +138,19 @@ class GroupAdmin:
         self.rt.append(group_id, records, APPEND_ERRORS_GROUP)
         self.offsets.delete_group(group_id)
         self.consumer.forget(group_id)
+
+    def _delete_streams_group(self, group_id: str) -> None:
+        """An empty streams group: its records and its offsets get tombstones in one batch."""
+        streams_group = self.streams.groups[group_id]
+        if streams_group.members:
+            raise group_error(ke.NonEmptyGroupError)
+        records: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None)
+            for t, p, _ in self.offsets.partitions(group_id)]
+        records += self.streams.tombstones(streams_group)
+        self.rt.append(group_id, records, APPEND_ERRORS_GROUP)
+        self.offsets.delete_group(group_id)
+        self.streams.forget(group_id)
 
     def _delete_group(self, group: ClassicGroup) -> None:
         gid = group.group_id

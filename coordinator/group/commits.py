@@ -43,6 +43,8 @@ class GroupOffsets:
     """The committed offsets of every group (`offsets`, the store), for classic groups (`membership`) and
     consumer groups (`membership.consumer`) alike."""
 
+    streams = None  # the streams groups (KIP-1071), set by GroupCoordinator
+
     def __init__(self, rt: GroupRuntime, membership: GroupMembership) -> None:
         self.rt = rt
         self.membership = membership
@@ -78,9 +80,13 @@ class GroupOffsets:
             return fail(self.rt.error_code(exc))
         group = self.groups.get(group_id)
         created = False
+        per_partition = None  # a streams group's check of commits made with an older member epoch
         try:
             if group_id in self.consumer.groups:  # a KIP-848 group: generation_id is the member epoch
                 self.consumer.validate_offset_commit(group_id, member_id, generation_id, api_version)
+            elif self.streams is not None and group_id in self.streams.groups:  # KIP-1071: likewise
+                per_partition = self.streams.validate_offset_commit(group_id, member_id, generation_id, api_version,
+                                                                    instance_id=group_instance_id)
             elif group is None:
                 if generation_id >= 0:
                     # v9+ says so; older versions keep the historical ILLEGAL_GENERATION
@@ -101,6 +107,9 @@ class GroupOffsets:
         for topic, partition, offset, leader_epoch, metadata in partitions:
             if metadata is not None and len(metadata) > max_meta:
                 results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+                continue
+            if per_partition is not None and (code := per_partition(topic, partition)):
+                results[(topic, partition)] = code
                 continue
             value = OffsetCommitValue(offset, metadata or "", now, leader_epoch, expire)
             records.append((encode_offset_commit_key(OffsetCommitKey(group_id, topic, partition)),
@@ -136,9 +145,20 @@ class GroupOffsets:
             return fail(self.rt.error_code(exc))
         group = self.groups.get(group_id)
         created = False
+        per_partition = None  # a streams group's check of commits made with an older member epoch
         try:
             if group_id in self.consumer.groups:  # a KIP-848 group: generation_id is the member epoch
                 self.consumer.validate_offset_commit(group_id, member_id, generation_id, None, transactional=True)
+            elif self.streams is not None and group_id in self.streams.groups:
+                # KIP-1071; TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION
+                try:
+                    check = self.streams.validate_offset_commit(group_id, member_id, generation_id, None,
+                                                                transactional=True, instance_id=group_instance_id)
+                except GroupError as exc:
+                    if exc.errno == ke.StaleMemberEpochError.errno:
+                        raise group_error(ke.IllegalGenerationError) from None
+                    raise
+                per_partition = check
             elif group is None:
                 if generation_id >= 0:
                     return fail(ILLEGAL_GENERATION)
@@ -154,6 +174,9 @@ class GroupOffsets:
         for topic, partition, offset, leader_epoch, metadata in partitions:
             if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
                 results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+                continue
+            if per_partition is not None and per_partition(topic, partition):
+                results[(topic, partition)] = ILLEGAL_GENERATION
                 continue
             records.append((encode_offset_commit_key(OffsetCommitKey(group_id, topic, partition)),
                             encode_offset_commit_value(OffsetCommitValue(offset, metadata or "", now, leader_epoch))))
@@ -198,10 +221,13 @@ class GroupOffsets:
                 self.rt.check_partition(group_id)
                 if group_id in self.consumer.groups:
                     self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
+                elif self.streams is not None and group_id in self.streams.groups:
+                    self.streams.validate_offset_fetch(group_id, member_id, member_epoch)
             except GroupError as exc:
                 return exc.errno, []
         group = self.groups.get(group_id)
-        known = (group is not None and not group.is_in(GroupState.DEAD)) or group_id in self.consumer.groups
+        known = (group is not None and not group.is_in(GroupState.DEAD)) or group_id in self.consumer.groups \
+            or (self.streams is not None and group_id in self.streams.groups)
         out: list[tuple[str, list[tuple[int, int, int, str, int]]]] = []
         if topics is None:
             if not known:
@@ -238,8 +264,11 @@ class GroupOffsets:
             return exc.errno, {}
         group = self.groups.get(group_id)
         consumer_group = self.consumer.groups.get(group_id)
+        streams_group = self.streams.groups.get(group_id) if self.streams is not None else None
         if consumer_group is not None:  # KIP-848: offsets of topics no member subscribes to may go
             is_subscribed_to = consumer_group.subscribed_topic_names().__contains__
+        elif streams_group is not None:  # KIP-1071: offsets of the topology's source topics stay while it has members
+            is_subscribed_to = streams_group.is_subscribed_to
         elif group is None or group.is_in(GroupState.DEAD):
             return GROUP_ID_NOT_FOUND, {}
         elif (group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
@@ -341,7 +370,8 @@ class GroupOffsets:
             return
         oam = OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
                                 value.expire_timestamp, record_offset)
-        if key.group not in self.groups and key.group not in self.consumer.groups:
+        if key.group not in self.groups and key.group not in self.consumer.groups and not (
+                self.streams is not None and key.group in self.streams.groups):
             # offsets without group membership: a "simple" group, Empty with no protocol type
             self.groups[key.group] = ClassicGroup(key.group, GroupState.EMPTY, now_ms=self.rt.now_ms())
         if transactional and producer_id >= 0:

@@ -95,6 +95,7 @@ class GroupCoordinator:
         self.commits = GroupOffsets(self.runtime, self.membership)
         self.admin = GroupAdmin(self.runtime, self.membership, self.commits.offsets)
         self.admin.share = self.share
+        self.admin.streams = self.commits.streams = self.streams
         rt, m, c, a = self.runtime, self.membership, self.commits, self.admin
         # the requests, each served by its part
         self.join_group, self.sync_group, self.heartbeat, self.leave_group = \

@@ -205,6 +205,8 @@ def _decide_partition_counts(topology: StreamsTopology, partitions_of: Partition
     for name, info in repartition.items():
         if info.partitions > 0:
             decided[name] = info.partitions
+        elif (existing := partitions_of(name)) is not None:
+            decided[name] = existing
     writers: dict[str, list[Subtopology]] = {}
     for s in topology.subtopologies:
         for sink in s.repartition_sink_topics:

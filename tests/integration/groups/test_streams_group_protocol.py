@@ -1,0 +1,356 @@
+"""StreamsGroupHeartbeat / StreamsGroupDescribe over raw sockets (KIP-1071): join with a topology,
+MISSING_INTERNAL_TOPICS until the broker has created the repartition and changelog topics, active tasks
+spread over two members (a task moves only after its owner revoked it), standby tasks, leave, session
+timeout, a restart that keeps the group, member epochs in OffsetCommit, and Kafka's error codes for bad
+input. Runs against minikafka and Apache Kafka 4.3.1 (--broker=kafka) where noted."""
+from __future__ import annotations
+
+import time
+
+import kafka.errors as ke
+import pytest
+from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.consumer import OffsetCommitRequest
+
+from minikafka.protocol.messages import (
+    StreamsGroupDescribeRequest,
+    StreamsGroupHeartbeatRequest,
+)
+from tests.conftest import BrokerProcess, _other_broker, broker_kind
+from tests.support.consumer_protocol_helpers import ready_coordinator
+from tests.support.group_helpers import create_topic, unique
+from tests.support.helpers import RawClient, metadata_raw, wait_until
+
+INVALID_REQUEST = ke.InvalidRequestError.errno
+UNKNOWN_MEMBER_ID = ke.UnknownMemberIdError.errno
+FENCED_MEMBER_EPOCH = ke.FencedMemberEpochError.errno
+GROUP_ID_NOT_FOUND = ke.GroupIdNotFoundError.errno
+STALE_MEMBER_EPOCH = ke.StaleMemberEpochError.errno
+STREAMS_INVALID_TOPOLOGY = 130
+MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED = 1, 3, 5
+
+# minikafka: the streams protocol on (streams.version is not finalized by minikafka yet), no initial
+# rebalance delay, a 6 s session
+STREAMS_BROKER = {
+    "group.initial.rebalance.delay.ms": "0",
+    "minikafka.test.streams.version": "1",
+    "group.streams.initial.rebalance.delay.ms": "0",
+    "group.streams.assignment.interval.ms": "0",
+    "group.streams.heartbeat.interval.ms": "1000",
+    "group.streams.min.heartbeat.interval.ms": "1000",
+    "group.streams.session.timeout.ms": "6000",
+    "group.streams.min.session.timeout.ms": "6000",
+}
+
+
+@pytest.fixture(scope="module")
+def streams_broker(request, tmp_path_factory):
+    if broker_kind(request.config) != "minikafka":
+        yield _other_broker(request)
+        return
+    d = tmp_path_factory.mktemp("streams") / "data"
+    d.mkdir()
+    b = BrokerProcess(d, STREAMS_BROKER).start()
+    yield b
+    if b.alive():
+        b.stop()
+    assert "Traceback" not in b.log_text(), b.log_text()
+
+
+def minikafka_only(request):
+    if broker_kind(request.config) != "minikafka":
+        pytest.skip("needs broker settings of its own")
+
+
+def no_initial_delay(client: RawClient, group: str, **more: str) -> None:
+    """streams.initial.rebalance.delay.ms=0 and streams.assignment.interval.ms=0 for the group (Kafka's
+    defaults are 3 s and 1 s), plus `more` group configs."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    configs = {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0", **more}
+    req = IncrementalAlterConfigsRequest(resources=[R(resource_type=32, resource_name=group, configs=[
+        R.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])],
+        validate_only=False)
+    r = client.request(req, 1)
+    assert r.responses[0].error_code == 0, r
+
+
+def topology(source: str, app: str, epoch: int = 1, *, stateful: bool = True, repartition: bool = True):
+    """Subtopology 0 reads `source`, (with a store) writes its changelog and the repartition topic
+    that subtopology 1 reads."""
+    T = StreamsGroupHeartbeatRequest.Topology
+    S = T.Subtopology
+    TI = S.TopicInfo
+    KV = TI.KeyValue
+    rep = f"{app}-agg-repartition"
+    changelog = f"{app}-store-changelog"
+    subs = [S(subtopology_id="0", source_topics=[source], source_topic_regex=[],
+              state_changelog_topics=[TI(name=changelog, partitions=0, replication_factor=0,
+                                         topic_configs=[KV(key="cleanup.policy", value="compact")])]
+              if stateful else [],
+              repartition_sink_topics=[rep] if repartition else [], repartition_source_topics=[],
+              copartition_groups=[])]
+    if repartition:
+        subs.append(S(subtopology_id="1", source_topics=[], source_topic_regex=[], state_changelog_topics=[],
+                      repartition_sink_topics=[],
+                      repartition_source_topics=[TI(name=rep, partitions=0, replication_factor=0, topic_configs=[
+                          KV(key="cleanup.policy", value="delete")])],
+                      copartition_groups=[]))
+    return T(epoch=epoch, subtopologies=subs)
+
+
+def hb(client: RawClient, group: str, member: str, epoch: int, *, topo=None, active=None, standby=None,
+       warmup=None, process: str | None = None, rebalance_timeout_ms: int | None = None, endpoint_epoch: int = 0,
+       instance_id=None, task_offsets=None):
+    R = StreamsGroupHeartbeatRequest
+    if rebalance_timeout_ms is None:
+        rebalance_timeout_ms = 30000 if epoch == 0 else -1
+
+    def ids(tasks):
+        return None if tasks is None else [R.TaskIds(subtopology_id=s, partitions=sorted(ps))
+                                           for s, ps in sorted(tasks.items())]
+    if epoch == 0 and active is None:
+        active, standby, warmup = {}, {}, {}
+    req = R(group_id=group, member_id=member, member_epoch=epoch, endpoint_information_epoch=endpoint_epoch,
+            instance_id=instance_id, rack_id=None, rebalance_timeout_ms=rebalance_timeout_ms, topology=topo,
+            active_tasks=ids(active), standby_tasks=ids(standby), warmup_tasks=ids(warmup),
+            process_id=process if process is not None else (member + "-process" if epoch == 0 else None),
+            user_endpoint=None, client_tags=[] if epoch == 0 else None, task_offsets=task_offsets,
+            task_end_offsets=None, shutdown_application=False)
+    return client.request(req, 0)
+
+
+def tasks_of(items) -> dict[str, set[int]]:
+    return {t.subtopology_id: set(t.partitions) for t in items or ()}
+
+
+def statuses(r) -> dict[int, str]:
+    return {s.status_code: s.status_detail for s in r.status or ()}
+
+
+def describe(client: RawClient, group: str):
+    return client.request(StreamsGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                          0).groups[0]
+
+
+def join_until_assigned(client, group, member, topo, timeout=30.0):
+    """Join, then heartbeat (as a member that takes what it is given) until the member has an epoch > 0
+    and no MISSING_INTERNAL_TOPICS / ASSIGNMENT_DELAYED status."""
+    r = hb(client, group, member, 0, topo=topo)
+    assert r.error_code == 0, r
+    state = {"epoch": r.member_epoch, "active": tasks_of(r.active_tasks), "standby": tasks_of(r.standby_tasks),
+             "last": r}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = state["last"]
+        if state["epoch"] > 0 and not (set(statuses(r)) & {MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED}):
+            return state
+        time.sleep(0.3)
+        if state["epoch"] == 0:
+            r = hb(client, group, member, 0, topo=topo)
+        else:
+            r = hb(client, group, member, state["epoch"], active=state["active"], standby=state["standby"], warmup={})
+        assert r.error_code == 0, r
+        state["epoch"] = r.member_epoch
+        if r.active_tasks is not None:
+            state["active"], state["standby"] = tasks_of(r.active_tasks), tasks_of(r.standby_tasks)
+        state["last"] = r
+    raise AssertionError(f"not assigned in time: {state['last']}")
+
+
+def test_join_creates_internal_topics_and_assigns_every_task(streams_broker):
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 3)
+    group = unique("sg-app")
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group)
+        r = hb(c, group, "m1", 0, topo=topology(source, group))
+        assert r.error_code == 0 and r.member_id == "m1", r
+        assert r.heartbeat_interval_ms > 0
+        # the internal topics do not exist yet: the broker reports them and creates them
+        assert MISSING_INTERNAL_TOPICS in statuses(r), r
+        assert statuses(r)[MISSING_INTERNAL_TOPICS].startswith("Internal topics are missing: ")
+        wait_until(lambda: all(t.error_code == 0 for t in metadata_raw(
+            c, [f"{group}-agg-repartition", f"{group}-store-changelog"], version=12).topics),
+            timeout=30, interval=0.3, what="the internal topics")
+        md = metadata_raw(c, [f"{group}-agg-repartition", f"{group}-store-changelog"], version=12)
+        assert sorted(len(t.partitions) for t in md.topics) == [3, 3]  # as many partitions as the source
+        state = join_until_assigned(c, group, "m1", topology(source, group))
+        assert state["active"] == {"0": {0, 1, 2}, "1": {0, 1, 2}}
+        d = describe(c, group)
+        assert d.error_code == 0 and d.group_state == "Stable", d
+        assert d.topology.epoch == 1 and [s.subtopology_id for s in d.topology.subtopologies] == ["0", "1"]
+        assert [m.member_id for m in d.members] == ["m1"]
+        # ListGroups shows the group as a streams group
+        lg = c.request(ListGroupsRequest(states_filter=[], types_filter=["streams"]), 5)
+        listed = {g.group_id: g for g in lg.groups}
+        assert listed[group].group_type == "streams" and listed[group].group_state == "Stable"
+
+
+def test_two_members_share_tasks_after_revocation(streams_broker):
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 4)
+    group = unique("sg-app")
+    topo = topology(source, group, repartition=False)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group)
+        one = join_until_assigned(c, group, "m1", topo)
+        assert one["active"] == {"0": {0, 1, 2, 3}}
+        r = hb(c, group, "m2", 0, topo=topo)
+        assert r.error_code == 0, r
+        # m2 gets nothing while m1 still owns every task
+        assert tasks_of(r.active_tasks) == {}
+        m2_epoch = r.member_epoch
+        # m1 is asked to give two tasks up; it keeps its epoch until it reports them revoked
+        r = hb(c, group, "m1", one["epoch"], active=one["active"], standby={}, warmup={})
+        assert r.error_code == 0 and r.member_epoch == one["epoch"], r
+        kept = tasks_of(r.active_tasks)
+        assert len(kept["0"]) == 2, r
+        r = hb(c, group, "m1", one["epoch"], active=kept, standby={}, warmup={})
+        assert r.error_code == 0 and r.member_epoch > one["epoch"], r
+        # now the revoked tasks are free for m2
+        r = hb(c, group, "m2", m2_epoch, active={}, standby={}, warmup={})
+        assert r.error_code == 0, r
+        got = tasks_of(r.active_tasks)
+        assert got["0"] == {0, 1, 2, 3} - kept["0"]
+        d = describe(c, group)
+        assert sorted(m.member_id for m in d.members) == ["m1", "m2"]
+
+
+def test_standby_tasks(streams_broker):
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 2)
+    group = unique("sg-app")
+    topo = topology(source, group, repartition=False)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group, **{"streams.num.standby.replicas": "1"})
+        one = join_until_assigned(c, group, "m1", topo)
+        two = join_until_assigned(c, group, "m2", topo)
+        # settle: each member heartbeats with what it owns until both are stable
+        members = {"m1": one, "m2": two}
+        for _ in range(20):
+            for mid, st in members.items():
+                r = hb(c, group, mid, st["epoch"], active=st["active"], standby=st["standby"], warmup={})
+                assert r.error_code == 0, r
+                st["epoch"] = r.member_epoch
+                if r.active_tasks is not None:
+                    st["active"], st["standby"] = tasks_of(r.active_tasks), tasks_of(r.standby_tasks)
+            if describe(c, group).group_state == "Stable":
+                break
+            time.sleep(0.2)
+        d = describe(c, group)
+        assert d.group_state == "Stable", d
+        actives = [members[m]["active"].get("0", set()) for m in ("m1", "m2")]
+        standbys = [members[m]["standby"].get("0", set()) for m in ("m1", "m2")]
+        assert actives[0] | actives[1] == {0, 1} and not actives[0] & actives[1]
+        # every task has a standby on the other process
+        assert standbys[0] == actives[1] and standbys[1] == actives[0], (actives, standbys)
+
+
+def test_leave_and_errors(streams_broker):
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 1)
+    group = unique("sg-app")
+    topo = topology(source, group, stateful=False, repartition=False)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group)
+        r = hb(c, group, "", 0, topo=topo)
+        assert (r.error_code, r.error_message) == (INVALID_REQUEST, "MemberId can't be empty."), r
+        r = hb(c, group, "m1", 0, topo=topo, rebalance_timeout_ms=-1)
+        assert (r.error_code, r.error_message) == (INVALID_REQUEST,
+                                                   "RebalanceTimeoutMs must be provided in first request."), r
+        r = hb(c, group, "m1", 0, topo=None)
+        assert (r.error_code, r.error_message) == (INVALID_REQUEST, "Topology must be non-null when (re-)joining."), r
+        r = hb(c, group, "m1", 0, topo=topo, instance_id="i1")
+        assert (r.error_code, r.error_message) == (INVALID_REQUEST, "Static membership is not yet supported."), r
+        r = hb(c, group, "m1", -3, topo=None)
+        assert r.error_code == INVALID_REQUEST, r
+        r = hb(c, unique("sg-none"), "m1", 3)
+        assert r.error_code == GROUP_ID_NOT_FOUND, r
+        st = join_until_assigned(c, group, "m1", topo)
+        r = hb(c, group, "m2", 1, active={}, standby={}, warmup={})
+        assert (r.error_code, r.error_message) == (UNKNOWN_MEMBER_ID, f"Member m2 is not a member of group {group}."), r
+        r = hb(c, group, "m1", st["epoch"] + 1, active={}, standby={}, warmup={})
+        assert r.error_code == FENCED_MEMBER_EPOCH, r
+        assert r.error_message.startswith("The streams group member has a greater member epoch"), r
+        r = hb(c, group, "m1", st["epoch"], topo=topo, active=st["active"], standby={}, warmup={})
+        assert (r.error_code, r.error_message) == (INVALID_REQUEST,
+                                                   "Topology can only be provided when (re-)joining."), r
+        # OffsetCommit v9 with the member epoch; a newer epoch is stale
+        OC = OffsetCommitRequest
+        T = OC.OffsetCommitRequestTopic
+        P = T.OffsetCommitRequestPartition
+
+        def commit(epoch: int):
+            return c.request(OC(group_id=group, generation_id_or_member_epoch=epoch, member_id="m1",
+                                group_instance_id=None, topics=[T(name=source, partitions=[
+                                    P(partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                                      committed_metadata="")])]), 9).topics[0].partitions[0].error_code
+        assert commit(st["epoch"]) == 0
+        assert commit(st["epoch"] + 1) == STALE_MEMBER_EPOCH
+        # leave
+        r = hb(c, group, "m1", -1)
+        assert r.error_code == 0 and r.member_epoch == -1, r
+        d = describe(c, group)
+        assert d.group_state == "Empty" and d.members == [], d
+        r = hb(c, group, "m1", -1)
+        assert r.error_code == UNKNOWN_MEMBER_ID, r
+
+
+def test_missing_source_topic_and_invalid_changelog(streams_broker):
+    bs = streams_broker.bootstrap
+    group = unique("sg-app")
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group)
+        missing = unique("sg-missing")
+        r = hb(c, group, "m1", 0, topo=topology(missing, group, repartition=False))
+        assert r.error_code == 0, r
+        assert statuses(r) .get(MISSING_SOURCE_TOPICS) == f"Source topics {missing} are missing.", r
+        assert r.member_epoch >= 0
+        topo = topology(missing, unique("sg-other"), repartition=False)
+        topo.subtopologies[0].state_changelog_topics[0].partitions = 3
+        r = hb(c, unique("sg-app"), "m1", 0, topo=topo)
+        assert r.error_code == STREAMS_INVALID_TOPOLOGY, r
+
+
+def test_session_timeout_and_restart(streams_broker, request, tmp_path):
+    minikafka_only(request)
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 2)
+    group = unique("sg-app")
+    topo = topology(source, group, repartition=False)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        st = join_until_assigned(c, group, "m1", topo)
+        join_until_assigned(c, group, "m2", topo)
+        # m2 stops heartbeating: after the 6 s session it is gone
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            r = hb(c, group, "m1", st["epoch"], active=st["active"], standby={}, warmup={})
+            assert r.error_code == 0, r
+            st["epoch"] = r.member_epoch
+            if r.active_tasks is not None:
+                st["active"] = tasks_of(r.active_tasks)
+            if [m.member_id for m in describe(c, group).members] == ["m1"]:
+                break
+            time.sleep(1)
+        assert [m.member_id for m in describe(c, group).members] == ["m1"]
+        before = describe(c, group)
+    # a restart keeps the group, its topology, members and epochs
+    streams_broker.stop()
+    streams_broker.start()
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        after = describe(c, group)
+        assert after.error_code == 0, after
+        assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        assert after.topology.epoch == 1
+        assert [(m.member_id, m.member_epoch) for m in after.members] == \
+            [(m.member_id, m.member_epoch) for m in before.members]
+        r = hb(c, group, "m1", st["epoch"], active=st["active"], standby={}, warmup={})
+        assert r.error_code == 0 and r.member_epoch == st["epoch"], r
