@@ -14,7 +14,7 @@ from tests.support.group_helpers import create_topic, unique
 from tests.support.helpers import RawClient, metadata_raw, wait_until
 
 INVALID_REQUEST, FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH = 42, 74, 124
-UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_LOAD_IN_PROGRESS = 3, 14
+UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR = 3, 14, 16
 
 
 def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
@@ -35,8 +35,17 @@ def find_share_coordinator(c: RawClient, key: str):
 
 def ready(c: RawClient, key: str) -> None:
     """Until the share coordinator of `key` is found (Kafka answers COORDINATOR_NOT_AVAILABLE while it
-    creates __share_group_state)."""
+    creates __share_group_state) and has loaded the key's partition (NOT_COORDINATOR /
+    COORDINATOR_LOAD_IN_PROGRESS before)."""
     wait_until(lambda: find_share_coordinator(c, key).error_code == 0, 30, 0.2, "share coordinator")
+    group, tid, partition = key.rsplit(":", 2)
+    import base64
+    topic = uuid.UUID(bytes=base64.urlsafe_b64decode(tid + "=="))
+
+    def loaded():
+        r = summary(c, group, topic, int(partition), -1)
+        return r.error_code not in (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
+    wait_until(loaded, 30, 0.2, "share coordinator loaded")
 
 
 def initialize(c, group, tid, partition, state_epoch, start_offset):
