@@ -1,7 +1,8 @@
 """The server-side task assignor of streams groups (Kafka's StickyTaskAssignor, "sticky").
 
 Members are grouped by process (a Kafka Streams instance may run several stream threads, each a
-member). Active tasks go first — stateful ones, then stateless ones, each balanced on its own:
+member). Active tasks go first — stateful ones balanced on their own, then stateless ones filling every member up
+to the quota of all active tasks:
 1. to the member that had the task active, while it is under its quota;
 2. to a member that had it as standby or warm-up (least loaded first), while under its quota;
 3. the rest to the least loaded process, and in it to its least loaded member.
@@ -75,10 +76,13 @@ def assign(members: Mapping[str, MemberSpec], tasks: Mapping[str, int], stateful
     stateless_tasks = [(s, p) for s in sorted(tasks) if s not in stateful for p in range(tasks[s])]
     n = len(members)
     owner_of: dict[Task, str] = {}
-    for flavour, todo in ((True, stateful_tasks), (False, stateless_tasks)):
-        quota = math.ceil(len(todo) / n) if todo else 0
-        count: dict[str, int] = {m: 0 for m in members}
-        _assign_active(todo, quota, count, members, processes, prev_active, prev_standby, owner_of, flavour)
+    # stateful tasks balanced on their own (quota: stateful tasks per member), then stateless ones fill
+    # up to the quota of all active tasks per member
+    count: dict[str, int] = {m: 0 for m in members}
+    _assign_active(stateful_tasks, math.ceil(len(stateful_tasks) / n), count, members, processes, prev_active,
+                   prev_standby, owner_of, True)
+    _assign_active(stateless_tasks, math.ceil((len(stateful_tasks) + len(stateless_tasks)) / n), count, members,
+                   processes, prev_active, prev_standby, owner_of, False)
     if num_standby_replicas > 0:
         _assign_standby(stateful_tasks, num_standby_replicas, members, processes, prev_standby, owner_of)
     out: dict[str, TasksTuple] = {}
