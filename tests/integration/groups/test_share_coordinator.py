@@ -240,3 +240,53 @@ def test_records_decode_with_kafka_dump_log(broker_factory):
     assert '"stateEpoch":3' in text and '"firstOffset":2' in text and '"lastOffset":9' in text, text[-3000:]
     assert '"deliveryCompleteCount":8' in text, text[-3000:]
     assert text.count("payload: <DELETE>") == 1, text[-3000:]
+
+
+@pytest.mark.minikafka_only
+def test_routing_persister_over_the_wire(broker_factory):
+    """The cluster's persister (broker/share_coordination.RoutingSharePersister) sends each call as its state RPC
+    to the node its metadata names as the key's coordinator: here a broker process seen as node 99 of a
+    fake cluster view; every answer decodes back to what the coordinator holds."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from minikafka.broker.share_coordination import RoutingSharePersister
+    from minikafka.coordinator.share.config import ShareCoordinatorConfig
+    from minikafka.coordinator.share.coordinator import ShareCoordinator
+    from minikafka.coordinator.share.persister import StateBatch
+    from minikafka.protocol.peer_client import PeerClient
+
+    broker = broker_factory()
+    bs = broker.bootstrap
+    topic = create_topic(bs, unique("share-route"), 1)
+    tid = topic_id(bs, topic)
+    group = unique("sg")
+    with RawClient(bs) as c:
+        ready(c, f"{group}:{kafka_uuid(tid)}:0")
+    host, port = bs.rsplit(":", 1)
+    image = SimpleNamespace(
+        topics={"__share_group_state": object()},
+        partition=lambda _t, _p: SimpleNamespace(leader=99),
+        brokers={99: SimpleNamespace(fenced=False, endpoints={"PLAINTEXT": (host, int(port))})})
+    cluster = SimpleNamespace(image=image, inter_broker_listener="PLAINTEXT", peer_factory=SimpleNamespace(
+        inter_broker_client=lambda n, a, cid, t: PeerClient(n, a[0], a[1], cid, t)))
+    state = SimpleNamespace(cluster=cluster, node_id=1, catalog=SimpleNamespace(get=lambda _n: object()),
+                            config=SimpleNamespace(get=lambda _k: ""))
+    state.share_coordinator = ShareCoordinator(ShareCoordinatorConfig(), state.catalog, lambda e: -1)
+
+    async def main():
+        p = RoutingSharePersister(state)
+        try:
+            assert (await p.read(group, tid, 0, 0)).error_code == INVALID_REQUEST
+            assert (await p.initialize(group, tid, 0, 2, 3)).error_code == 0
+            assert (await p.write(group, tid, 0, 2, 1, 3, [StateBatch(3, 5, 2, 1)], 3)).error_code == 0
+            r = await p.read(group, tid, 0, 1)
+            assert (r.error_code, r.state_epoch, r.start_offset, r.state_batches) == (0, 2, 3, [StateBatch(3, 5, 2, 1)])
+            s = await p.read_summary(group, tid, 0, 1)
+            assert (s.state_epoch, s.leader_epoch, s.start_offset, s.delivery_complete_count) == (2, 1, 3, 3)
+            assert (await p.write(group, tid, 0, 2, 0, -1, [])).error_code == FENCED_LEADER_EPOCH
+            assert (await p.delete(group, tid, 0)).error_code == 0
+            assert (await p.read(group, tid, 0, 1)).error_code == INVALID_REQUEST
+        finally:
+            p.close()
+    asyncio.run(main())
