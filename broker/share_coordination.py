@@ -43,6 +43,11 @@ def build(state: Any) -> ShareCoordinator:
             failover.start()
         else:  # built in the moment before the replica manager exists (broker/server.py makes it next)
             asyncio.get_running_loop().create_task(failover.start_when_replicating())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # built outside the event loop (tests): no periodic jobs
+        return sc
+    sc.start_jobs()
     return sc
 
 

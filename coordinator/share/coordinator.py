@@ -119,6 +119,8 @@ class ShareCoordinator:
         self.replication: Callable[[str, int, int], Awaitable[int]] | None = None
         self.append_check: Callable[[str, int], int] = lambda _t, _p: 0
         self._load_task: asyncio.Task | None = None
+        self._jobs: list[asyncio.Task] = []
+        self._pruned: dict[int, int] = {}  # partition -> offset pruned to
 
     # ================================================================== partitions
     def now_ms(self) -> int:
@@ -219,6 +221,7 @@ class ShareCoordinator:
         self.shards.pop(partition, None)
         self._loading.discard(partition)
         self._append_end.pop(partition, None)
+        self._pruned.pop(partition, None)
 
     def on_loaded(self, partition: int, shard: ShareShard) -> None:
         self._loading.discard(partition)
@@ -328,6 +331,52 @@ class ShareCoordinator:
             if records and (code := self._append(p, shard, records)):
                 log.info("tombstones of deleted topics in %s-%d failed: error %d", SHARE_STATE_TOPIC, p, code)
 
+    def prune(self) -> None:
+        """Delete the records of every coordinated partition below its last redundant offset (each live
+        share-partition has a snapshot at or after it), never past the high watermark (Kafka's record pruning
+        of `__share_group_state`, a delete-policy topic kept forever otherwise)."""
+        for p, shard in list(self.shards.items()):
+            offset = shard.last_redundant_offset()
+            plog = self.catalog.partition_log(SHARE_STATE_TOPIC, p)
+            if offset is None or plog is None:
+                continue
+            offset = min(offset, plog.high_watermark)
+            if offset > plog.log_start_offset and self._pruned.get(p) != offset:
+                if self.owned is not None and self.append_check(SHARE_STATE_TOPIC, p):
+                    continue  # not the leader (any more)
+                try:
+                    plog.delete_records_before(offset)
+                    self._pruned[p] = offset
+                except Exception as exc:
+                    log.info("pruning %s-%d before %d failed: %r", SHARE_STATE_TOPIC, p, offset, exc)
+
+    def snapshot_cold_partitions(self) -> None:
+        for p, shard in list(self.shards.items()):
+            records = shard.cold_snapshots(self.config.cold_partition_snapshot_interval_ms)
+            if records and (code := self._append(p, shard, records)):
+                log.info("cold snapshots in %s-%d failed: error %d", SHARE_STATE_TOPIC, p, code)
+
+    def start_jobs(self) -> None:
+        """The periodic jobs of Kafka's ShareCoordinatorService: record pruning and cold-partition snapshots."""
+        if self._jobs:
+            return
+        loop = asyncio.get_running_loop()
+        self._jobs = [loop.create_task(self._every(self.config.prune_interval_ms, self.prune)),
+                      loop.create_task(self._every(self.config.cold_partition_snapshot_interval_ms,
+                                                   self.snapshot_cold_partitions))]
+
+    @staticmethod
+    async def _every(interval_ms: int, job: Callable[[], None]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                job()
+            except Exception:
+                log.exception("share coordinator job %s failed", getattr(job, "__name__", job))
+
     def close(self) -> None:
         if self._load_task is not None:
             self._load_task.cancel()
+        for task in self._jobs:
+            task.cancel()
+        self._jobs = []

@@ -211,6 +211,21 @@ class ShareShard:
         """Tombstones of every share-partition of deleted topics (Kafka's maybeCleanupShareState)."""
         return [(ShareKey(SHARE_SNAPSHOT, *k), None) for k in self.states if k[1] in topic_ids]
 
+    def cold_snapshots(self, interval_ms: int) -> list[Record]:
+        """A fresh ShareSnapshot (snapshot epoch + 1, write timestamp now) of every share-partition whose last
+        snapshot is at least `interval_ms` old, so that pruning can pass its old records (Kafka's
+        snapshotColdPartitions; nothing when every state was snapshotted this way already)."""
+        if all(st.create_timestamp != st.write_timestamp for st in self.states.values()):
+            return []
+        now = self.clock_ms()
+        out: list[Record] = []
+        for k, st in self.states.items():
+            if now - st.write_timestamp >= interval_ms:
+                out.append((ShareKey(SHARE_SNAPSHOT, *k), ShareSnapshotValue(
+                    st.snapshot_epoch + 1, st.state_epoch, st.leader_epoch, st.start_offset, st.create_timestamp,
+                    now, st.state_batches, st.delivery_complete_count)))
+        return out
+
     def last_redundant_offset(self) -> int | None:
         """Records before this offset are superseded by later snapshots or tombstones (Kafka's
         ShareCoordinatorOffsetsManager, computed over the live share-partitions): None when nothing can go."""

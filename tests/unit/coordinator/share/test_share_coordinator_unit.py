@@ -206,3 +206,30 @@ def test_persister_retries_retriable_errors(catalog):
         sc.initialize_state = flaky
         assert (await p.initialize("g", new, 0, 1, 0)).error_code == 0 and len(calls) == 2
     asyncio.run(main())
+
+
+def test_cold_snapshots_and_pruning(catalog):
+    async def main():
+        now = [1_000_000.0]
+        sc = ShareCoordinator(ShareCoordinatorConfig(num_partitions=1, records_per_snapshot=2,
+                                                     cold_partition_snapshot_interval_ms=60_000),
+                              catalog, error_code=lambda exc: -1, clock=lambda: now[0])
+        await sc.initialize_state("a", TOPIC, 0, 0, 0)  # offset 0
+        await sc.initialize_state("b", TOPIC, 0, 0, 0)  # offset 1
+        for i in range(3):  # a: update, update, snapshot (offsets 2-4)
+            await sc.write_state("a", TOPIC, 0, 0, 0, i, [B(i, i, 2, 1)])
+        plog = catalog.partition_log(SHARE_STATE_TOPIC, 0)
+        sc.prune()  # b's only snapshot is at offset 1
+        assert plog.log_start_offset == 1
+        sc.snapshot_cold_partitions()  # nothing is a minute old yet
+        assert plog.log_end_offset == 5
+        now[0] += 61
+        sc.snapshot_cold_partitions()  # a fresh snapshot of both (offsets 5, 6)
+        assert plog.log_end_offset == 7
+        sc.prune()
+        assert plog.log_start_offset == 5
+        r = await sc.read_state("a", TOPIC, 0, -1)
+        assert (r.start_offset, r.state_batches) == (2, [B(2, 2, 2, 1)])
+        sc.snapshot_cold_partitions()  # every state was cold-snapshotted: nothing more
+        assert plog.log_end_offset == 7
+    asyncio.run(main())
