@@ -334,7 +334,12 @@ class ShareCoordinator:
     def prune(self) -> None:
         """Delete the records of every coordinated partition below its last redundant offset (each live
         share-partition has a snapshot at or after it), never past the high watermark (Kafka's record pruning
-        of `__share_group_state`, a delete-policy topic kept forever otherwise)."""
+        of `__share_group_state`, a delete-policy topic kept forever otherwise). Share-partitions of topics this
+        node's metadata no longer has get their tombstones first (Kafka does it as the deletion reaches its
+        metadata image), so that they do not hold pruning back."""
+        gone = {k[1] for shard in self.shards.values() for k in shard.states} - set(self.catalog.by_id)
+        if gone:
+            self.cleanup_topics(gone)
         for p, shard in list(self.shards.items()):
             offset = shard.last_redundant_offset()
             plog = self.catalog.partition_log(SHARE_STATE_TOPIC, p)

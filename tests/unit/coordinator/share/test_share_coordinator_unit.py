@@ -233,3 +233,21 @@ def test_cold_snapshots_and_pruning(catalog):
         sc.snapshot_cold_partitions()  # every state was cold-snapshotted: nothing more
         assert plog.log_end_offset == 7
     asyncio.run(main())
+
+
+def test_deleted_topics_are_tombstoned_before_pruning(catalog):
+    async def main():
+        other = uuid.uuid4()
+        catalog.by_id[other] = Info(1, other)
+        sc = make(catalog, num_partitions=1)
+        await sc.initialize_state("g", other, 0, 0, 0)  # offset 0
+        await sc.initialize_state("g", TOPIC, 0, 0, 0)  # offset 1
+        await sc.write_state("g", TOPIC, 0, 0, 0, 5, [])  # offset 2
+        sc.prune()
+        plog = catalog.partition_log(SHARE_STATE_TOPIC, 0)
+        assert plog.log_start_offset == 0  # `other`'s snapshot at 0 holds it
+        del catalog.by_id[other]
+        sc.prune()  # a tombstone for `other` (offset 3), then everything below TOPIC's snapshot goes
+        assert plog.log_start_offset == 1 and plog.log_end_offset == 4
+        assert (await sc.read_state("g", TOPIC, 0, -1)).start_offset == 5
+    asyncio.run(main())
