@@ -93,22 +93,22 @@ def _leader(ctx: RequestContext, topic: str | None, partition: int) -> tuple[int
 
 
 async def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, resolver: _Resolver,
-                       acks: dict[PartitionKey, list[tuple[int, int, list[int]]]]) -> dict[PartitionKey, int]:
-    out: dict[PartitionKey, int] = {}
+                       acks: dict[PartitionKey, list[tuple[int, int, list[int]]]]
+                       ) -> dict[PartitionKey, tuple[int, str | None]]:
+    out: dict[PartitionKey, tuple[int, str | None]] = {}
     manager = ctx.broker.share_manager
     for (tid, p), batches in acks.items():
         code, topic = resolver.check(tid)
+        if not code and ctx.broker.replicas is not None:
+            code = ctx.broker.replicas.leader_error(topic, p)
         if code:
-            out[(tid, p)] = code
-            continue
-        if ctx.broker.replicas is not None and (code := ctx.broker.replicas.leader_error(topic, p)):
-            out[(tid, p)] = code
+            out[(tid, p)] = (code, None)
             continue
         try:
             code, sp = await manager.get(group_id, topic, tid, p)
-            out[(tid, p)] = code or await manager.acknowledge(group_id, member_id, topic, sp, batches)
+            out[(tid, p)] = (code, None) if code else await manager.acknowledge(group_id, member_id, topic, sp, batches)
         except Exception as exc:  # storage failure: Kafka's code for it
-            out[(tid, p)] = error_code(exc)
+            out[(tid, p)] = (error_code(exc), None)
     return out
 
 
@@ -228,7 +228,8 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
         leader_id, leader_epoch = _leader(ctx, resolver.names.get(tid), p)
         by_topic.setdefault(tid, []).append(FetchPartition(
             partition_index=p, error_code=f.error, error_message=None,
-            acknowledge_error_code=ack_codes.get(key, 0), acknowledge_error_message=None,
+            acknowledge_error_code=ack_codes.get(key, (0, None))[0],
+            acknowledge_error_message=ack_codes.get(key, (0, None))[1],
             current_leader=FetchLeader(leader_id=leader_id, leader_epoch=leader_epoch),
             records=f.records,
             acquired_records=[AcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,
@@ -264,10 +265,10 @@ async def handle_share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeReq
         sessions.close(group_id, member_id)
         _release_session(ctx, session)
     by_topic: dict[uuid.UUID, list] = {}
-    for (tid, p), c in codes.items():
+    for (tid, p), (c, msg) in codes.items():
         leader_id, leader_epoch = _leader(ctx, resolver.names.get(tid), p)
         by_topic.setdefault(tid, []).append(AckPartition(
-            partition_index=p, error_code=c, error_message=None,
+            partition_index=p, error_code=c, error_message=msg,
             current_leader=AckLeader(leader_id=leader_id, leader_epoch=leader_epoch)))
     return ShareAcknowledgeResponse(
         throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=_lock_ms(ctx, group_id),

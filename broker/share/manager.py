@@ -181,23 +181,24 @@ class SharePartitionManager:
     # ------------------------------------------------------------------ acknowledging, releasing
 
     async def acknowledge(self, group_id: str, member_id: str, topic: str, sp: SharePartition,
-                          batches: list[tuple[int, int, list[int]]]) -> int:
+                          batches: list[tuple[int, int, list[int]]]) -> tuple[int, str | None]:
         """Apply a partition's acknowledgement batches (all or, at the first invalid one, the ones before)
-        and persist; 0 or the error code."""
+        and persist; (0, None) or the error code and message."""
         lock_ms = int(self.setting(group_id, "share.record.lock.duration.ms"))
-        code = 0
+        code, message = 0, None
         now = self.now_ms()
         changed = False
         for first, last, types in batches:
-            code = sp.acknowledge(member_id, first, last, types, now, lock_ms)
+            code, message = sp.acknowledge(member_id, first, last, types, now, lock_ms)
             if code:
                 break
             changed = True
         if changed:
             written = await self.persist(group_id, topic, sp)
-            code = code or written
+            if not code and written:
+                code, message = written, None
             self.notify((topic, self._partition_of(sp)))
-        return code
+        return code, message
 
     def release_member(self, group_id: str, member_id: str, partitions: list[tuple[str, uuid.UUID, int]] | None = None) -> None:
         """Records held by a member that left (or whose share session closed) become available again."""

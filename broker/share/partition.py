@@ -168,16 +168,24 @@ class SharePartition:
 
     # ------------------------------------------------------------------ acknowledging, releasing
 
-    def acknowledge(self, member: str, first: int, last: int, types: list[int], now_ms: int, lock_ms: int) -> int:
-        """Apply one acknowledgement batch; 0 or the error code (nothing applied on error)."""
+    def acknowledge(self, member: str, first: int, last: int, types: list[int], now_ms: int,
+                    lock_ms: int) -> tuple[int, str | None]:
+        """Apply one acknowledgement batch; (0, None) or Kafka's (error code, message), nothing applied on error."""
         if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
-            return INVALID_REQUEST
+            return INVALID_REQUEST, "Invalid acknowledgement batch."
         if any(t not in (GAP, ACCEPT, RELEASE, REJECT, RENEW) for t in types):
-            return INVALID_REQUEST
+            return INVALID_REQUEST, "Invalid acknowledge type."
+        if first < self.start or first >= self.end:
+            return INVALID_REQUEST, "Batch record not found. The request batch offsets are not found in the cache."
+        if last >= self.end:
+            return INVALID_REQUEST, "Batch record not found. The last offset in request is past acquired records."
         for offset in range(first, last + 1):
-            rec = self.records.get(offset)
-            if rec is None or rec.state != ACQUIRED or rec.member != member:
-                return INVALID_RECORD_STATE
+            rec = self.records[offset]
+            if rec.state != ACQUIRED:
+                return INVALID_RECORD_STATE, f"The record state is invalid. The acknowledgement of offset {offset} cannot be completed."
+            if rec.member != member:
+                return INVALID_RECORD_STATE, f"Member is not the owner of offset {offset}."
+
         for i, offset in enumerate(range(first, last + 1)):
             kind = types[0] if len(types) == 1 else types[i]
             rec = self.records[offset]
@@ -190,7 +198,7 @@ class SharePartition:
             else:  # RENEW: the lock runs again from now
                 rec.deadline_ms = now_ms + lock_ms
         self._advance()
-        return 0
+        return 0, None
 
     def release_member(self, member: str) -> bool:
         """Every offset `member` holds goes back (its session closed or it left the group)."""

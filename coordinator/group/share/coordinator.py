@@ -149,7 +149,7 @@ class ShareGroupCoordinator:
             raise
         if created:
             self.groups[group.group_id] = group
-        current = group.members[req.member_id]
+        current = self._reconcile(group, req.member_id)
         self._schedule_session(group.group_id, current.member_id)
         send = req.member_epoch == 0 or req.subscribed_topic_names is not None \
             or current.member_epoch != req.member_epoch
@@ -177,8 +177,8 @@ class ShareGroupCoordinator:
         self._assign(group)
         names = {tid: name for name, (tid, _n) in group.subscription_metadata.items()}
         grown = False
-        for m in group.members.values():
-            for tid, ps in m.assigned.items():
+        for assigned in group.target.values():
+            for tid, ps in assigned.items():
                 name, known = group.initialized.get(tid, (names.get(tid, ""), frozenset()))
                 if not ps <= known:
                     group.initialized[tid] = (name, known | ps)
@@ -187,10 +187,17 @@ class ShareGroupCoordinator:
             records.append(rec.state_partitions(group.group_id, group.initialized))
 
     def _assign(self, group: ShareGroup) -> None:
-        target = assign(list(group.members.values()), group.subscription_metadata)
+        group.target = assign(list(group.members.values()), group.subscription_metadata)
         group.assignment_epoch = group.group_epoch
-        for mid, m in list(group.members.items()):
-            group.members[mid] = m.replace(member_epoch=group.group_epoch, assigned=target.get(mid, {}))
+
+    @staticmethod
+    def _reconcile(group: ShareGroup, member_id: str) -> ShareMember:
+        """The member moves to the group's current target (at its heartbeat)."""
+        member = group.members[member_id]
+        if member.member_epoch != group.assignment_epoch:
+            member = group.members[member_id] = member.replace(member_epoch=group.assignment_epoch,
+                                                               assigned=group.target.get(member_id, {}))
+        return member
 
     def _leave(self, req: ShareHeartbeat) -> ShareHeartbeatResult:
         group = self.groups.get(req.group_id)
@@ -273,6 +280,7 @@ class ShareGroupCoordinator:
             self._refresh_metadata(group)
             self._assign(group)
             for member_id in group.members:
+                self._reconcile(group, member_id)
                 self._schedule_session(group.group_id, member_id)
 
     def forget(self, group_id: str) -> None:

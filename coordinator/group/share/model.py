@@ -1,6 +1,6 @@
-"""A share group and its members. Invariant: every member's `assigned` is the group's target for it at
-`assignment_epoch`, and its `member_epoch` equals `assignment_epoch` (share groups hand out assignments at
-once: nothing is revoked before it moves, since a partition may have several consumers)."""
+"""A share group and its members. Invariant: a member's `assigned` is the group's target for it at its
+`member_epoch`; a member takes the current target (and `assignment_epoch` as its epoch) at its next heartbeat,
+with nothing revoked first, since a partition may have several consumers."""
 from __future__ import annotations
 
 import enum
@@ -38,6 +38,7 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> assignment at assignment_epoch
     # topic name -> (topic id, partition count) of the subscribed topics when the epoch was last bumped
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     # share-partitions whose state the group has (ShareGroupStatePartitionMetadata InitializedTopics)

@@ -18,7 +18,7 @@ def test_new_records_are_acquired_once_and_accept_moves_the_start():
     sp = SharePartition(0)
     assert sp.acquire("m1", spans((0, 4), (5, 9)), 500, LOCK, 0) == [Acquired(0, 9, 1)]
     assert sp.acquire("m2", spans((0, 4), (5, 9)), 500, LOCK, 0) == []
-    assert sp.acknowledge("m1", 0, 4, [ACCEPT], 1, LOCK) == 0
+    assert sp.acknowledge("m1", 0, 4, [ACCEPT], 1, LOCK) == (0, None)
     assert (sp.start, sp.end) == (5, 10)
     assert sp.state_batches() == [(5, 9, AVAILABLE, 1)]
 
@@ -26,27 +26,28 @@ def test_new_records_are_acquired_once_and_accept_moves_the_start():
 def test_only_the_owner_acknowledges_and_errors_apply_nothing():
     sp = SharePartition(0)
     sp.acquire("m1", spans((0, 9)), 500, LOCK, 0)
-    assert sp.acknowledge("m2", 0, 0, [ACCEPT], 1, LOCK) == INVALID_RECORD_STATE
-    assert sp.acknowledge("m1", 5, 12, [ACCEPT], 1, LOCK) == INVALID_RECORD_STATE
-    assert sp.acknowledge("m1", 0, 2, [ACCEPT, REJECT], 1, LOCK) == INVALID_REQUEST
-    assert sp.acknowledge("m1", 0, 1, [9], 1, LOCK) == INVALID_REQUEST
+    assert sp.acknowledge("m2", 0, 0, [ACCEPT], 1, LOCK)[0] == INVALID_RECORD_STATE
+    assert sp.acknowledge("m1", 5, 12, [ACCEPT], 1, LOCK) == (
+        INVALID_REQUEST, "Batch record not found. The last offset in request is past acquired records.")
+    assert sp.acknowledge("m1", 0, 2, [ACCEPT, REJECT], 1, LOCK)[0] == INVALID_REQUEST
+    assert sp.acknowledge("m1", 0, 1, [9], 1, LOCK)[0] == INVALID_REQUEST
     assert sp.start == 0 and sp.acquired_by("m1") == 10
 
 
 def test_release_redelivers_with_a_higher_count_and_the_limit_archives():
     sp = SharePartition(0, delivery_limit=2)
     sp.acquire("m1", spans((0, 1)), 500, LOCK, 0)
-    assert sp.acknowledge("m1", 0, 1, [RELEASE, ACCEPT], 1, LOCK) == 0
+    assert sp.acknowledge("m1", 0, 1, [RELEASE, ACCEPT], 1, LOCK) == (0, None)
     assert sp.next_fetch_offset() == 0
     assert sp.acquire("m2", spans((0, 1)), 500, LOCK, 2) == [Acquired(0, 0, 2)]
-    assert sp.acknowledge("m2", 0, 0, [RELEASE], 3, LOCK) == 0  # count reached the limit: archived
+    assert sp.acknowledge("m2", 0, 0, [RELEASE], 3, LOCK) == (0, None)  # count reached the limit: archived
     assert sp.start == 2 and sp.end == 2 and not sp.records
 
 
 def test_reject_and_gap_archive():
     sp = SharePartition(10)
     sp.acquire("m", spans((10, 13)), 500, LOCK, 0)
-    assert sp.acknowledge("m", 10, 13, [REJECT, GAP, ACCEPT, RELEASE], 1, LOCK) == 0
+    assert sp.acknowledge("m", 10, 13, [REJECT, GAP, ACCEPT, RELEASE], 1, LOCK) == (0, None)
     assert (sp.start, sp.end) == (13, 14)
     assert sp.state_batches() == [(13, 13, AVAILABLE, 1)]
 
@@ -54,7 +55,7 @@ def test_reject_and_gap_archive():
 def test_lock_expiry_and_renew():
     sp = SharePartition(0)
     sp.acquire("m", spans((0, 3)), 500, 100, 0)
-    assert sp.acknowledge("m", 2, 3, [RENEW], 50, 100) == 0
+    assert sp.acknowledge("m", 2, 3, [RENEW], 50, 100) == (0, None)
     assert sp.next_deadline() == 100
     assert sp.expire_locks(100)
     assert [o for o, r in sp.records.items() if r.state == AVAILABLE] == [0, 1]
