@@ -12,7 +12,7 @@ Invariant of the result: sorted by first offset, no two batches share an offset.
 """
 from __future__ import annotations
 
-import bisect
+import heapq
 
 from minikafka.coordinator.share.persister import StateBatch
 
@@ -70,34 +70,33 @@ def _resolve(prev: StateBatch, cand: StateBatch) -> list[StateBatch]:
 
 
 def combine(so_far: list[StateBatch], new: list[StateBatch], start_offset: int) -> list[StateBatch]:
-    """The stored batches `so_far` merged with a write's `new` batches (see the module rules)."""
+    """The stored batches `so_far` merged with a write's `new` batches (see the module rules).
+
+    Kafka keeps the batches in a TreeSet and repeatedly resolves the first overlapping pair, moving the
+    batches before it to the result; here a heap does the same in O(n log n): the smallest batch either
+    pairs with the next one or can never pair again (every other batch starts no earlier)."""
     combined = prune([*so_far, *new], start_offset)
     if len(combined) < 2:
         return combined
-    pending = sorted(set(combined), key=_order)  # Kafka's TreeSet: equal batches count once
+    present = set(combined)  # Kafka's TreeSet: equal batches count once
+    heap = [(_order(b), b) for b in present]
+    heapq.heapify(heap)
     done: list[StateBatch] = []
-    while True:
-        if not _next_pair(pending, done):
+    while heap:
+        _, prev = heapq.heappop(heap)
+        present.discard(prev)
+        if not heap:
+            done.append(prev)
             break
-        prev, cand = pending[0], pending[1]
-        del pending[:2]
+        cand = heap[0][1]
+        if not (cand.first_offset <= prev.last_offset or (
+                prev.last_offset + 1 == cand.first_offset and _cmp(prev, cand) == 0)):
+            done.append(prev)
+            continue
+        heapq.heappop(heap)
+        present.discard(cand)
         for b in _resolve(prev, cand):
-            j = bisect.bisect_left(pending, _order(b), key=_order)
-            if j >= len(pending) or pending[j] != b:
-                pending.insert(j, b)
-    done.extend(pending)
+            if b not in present:
+                present.add(b)
+                heapq.heappush(heap, (_order(b), b))
     return done
-
-
-def _next_pair(pending: list[StateBatch], done: list[StateBatch]) -> bool:
-    """Bring the first pair to resolve to the front of `pending` (True), or find none (False). The batches
-    before it can never pair again (the rest start no earlier), so they move to `done` (Kafka's
-    updateBatchContainers)."""
-    for i in range(len(pending) - 1):
-        prev, cand = pending[i], pending[i + 1]
-        if cand.first_offset <= prev.last_offset or (
-                prev.last_offset + 1 == cand.first_offset and _cmp(prev, cand) == 0):
-            done.extend(pending[:i])
-            del pending[:i]
-            return True
-    return False
