@@ -41,8 +41,9 @@ async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
             # v6+ reports an unknown group as an error (KIP-1043); older versions as a Dead group.
             # A KIP-848 group is not a classic group: the same answer, with its own message
             missing = v >= 6
-            message = (f"Group {group_id} is not a classic group." if group_id in ctx.broker.groups.consumer.groups
-                       else f"Group {group_id} not found.")
+            groups = ctx.broker.groups
+            modern = any(group_id in part.groups for part in (groups.consumer, groups.streams, groups.share))
+            message = f"Group {group_id} is not a classic group." if modern else f"Group {group_id} not found."
             out.append(DescribedGroup(error_code=GROUP_ID_NOT_FOUND if missing else 0,
                                       error_message=message if missing else None,
                                       group_id=group_id, group_state="Dead", protocol_type="", protocol_data="",

@@ -90,6 +90,9 @@ API_TABLE: dict[int, ApiEntry] = {
     77: ApiEntry("share_group", 1, 1),  # ShareGroupDescribe
     78: ApiEntry("share_fetch", 1, 2),  # ShareFetch
     79: ApiEntry("share_fetch", 1, 2),  # ShareAcknowledge
+    90: ApiEntry("share_group_offsets", 0, 1),  # DescribeShareGroupOffsets
+    91: ApiEntry("share_group_offsets", 0, 0),  # AlterShareGroupOffsets
+    92: ApiEntry("share_group_offsets", 0, 0),  # DeleteShareGroupOffsets
     88: ApiEntry("streams_group", 0, 0),  # StreamsGroupHeartbeat
     89: ApiEntry("streams_group", 0, 0),  # StreamsGroupDescribe
 }

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from minikafka.coordinator.group.membership import GroupMembership
     from minikafka.coordinator.group.offsets import OffsetStore
     from minikafka.coordinator.group.runtime import GroupRuntime
+    from minikafka.coordinator.group.share.coordinator import ShareGroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class GroupAdmin:
     streams = None  # the streams groups (KIP-1071), set by GroupCoordinator
 
     def __init__(self, rt: GroupRuntime, membership: GroupMembership, offsets: OffsetStore) -> None:
+        self.share: ShareGroupCoordinator = None  # type: ignore[assignment]  # wired by GroupCoordinator
         self.rt = rt
         self.membership = membership
         self.offsets = offsets
@@ -78,6 +80,7 @@ class GroupAdmin:
                 continue
             out.append(group)
         out += self.consumer.list_groups(states, types)
+        out += self.share.list_groups(states, types)
         if self.streams is not None:
             out += self.streams.list_groups(states, types)
         return (COORDINATOR_LOAD_IN_PROGRESS if self.rt.any_loading() else NONE), out
@@ -106,6 +109,10 @@ class GroupAdmin:
                 self.rt.check_partition(group_id)
                 if group_id in self.consumer.groups:
                     self._delete_consumer_group(group_id)
+                    results[group_id] = NONE
+                    continue
+                if group_id in self.share.groups:  # its share-partition state: the broker deletes it next
+                    self.share.delete_group(group_id)
                     results[group_id] = NONE
                     continue
                 if self.streams is not None and group_id in self.streams.groups:
