@@ -290,3 +290,19 @@ def test_routing_persister_over_the_wire(broker_factory):
         finally:
             p.close()
     asyncio.run(main())
+
+
+@pytest.mark.minikafka_only
+def test_state_rpcs_need_cluster_action(broker_factory):
+    """Without CLUSTER_ACTION on the cluster every share-partition of a state RPC, and a FindCoordinator of
+    key type SHARE, is refused with CLUSTER_AUTHORIZATION_FAILED (Kafka's KafkaApis)."""
+    from tests.support.authz_helpers import STANDARD_AUTHORIZER
+
+    broker = broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER,
+                             "allow.everyone.if.no.acl.found": "false"})
+    tid = uuid.uuid4()
+    with RawClient(broker.bootstrap) as c:
+        for r in (initialize(c, "g", tid, 0, 0, 0), read(c, "g", tid, 0, 0), write(c, "g", tid, 0, 0, 0, 0, []),
+                  summary(c, "g", tid, 0, 0), delete(c, "g", tid, 0)):
+            assert (r.error_code, r.error_message) == (31, "Cluster authorization failed.")
+        assert find_share_coordinator(c, f"g:{kafka_uuid(tid)}:0").error_code == 31
