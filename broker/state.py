@@ -300,6 +300,12 @@ class BrokerState:
         AutoTopicCreationManager does."""
         if not self.config.auto_create_topics:
             return None
+        if name == "__share_group_state":  # the share coordinator's partitions and configs (single node or cluster)
+            try:
+                await self.ensure_share_state_topic()
+            except Exception as exc:
+                log.warning("auto-create of %s failed: %s", name, exc)
+            return self.catalog.get(name)
         if self.cluster is not None and name not in (OFFSETS_TOPIC, TXN_TOPIC):
             return await self._auto_create_on_cluster(name)
         if name in (OFFSETS_TOPIC, TXN_TOPIC):

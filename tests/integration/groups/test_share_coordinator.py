@@ -306,3 +306,14 @@ def test_state_rpcs_need_cluster_action(broker_factory):
                   summary(c, "g", tid, 0, 0), delete(c, "g", tid, 0)):
             assert (r.error_code, r.error_message) == (31, "Cluster authorization failed.")
         assert find_share_coordinator(c, f"g:{kafka_uuid(tid)}:0").error_code == 31
+
+
+@pytest.mark.minikafka_only
+def test_metadata_auto_creates_the_state_topic_as_the_coordinator_does(broker_factory):
+    broker = broker_factory({"share.coordinator.state.topic.num.partitions": "7"})
+    with RawClient(broker.bootstrap) as c:
+        md = metadata_raw(c, ["__share_group_state"], version=12, auto_create=True)
+        wait_until(lambda: len(metadata_raw(c, ["__share_group_state"], version=12).topics[0].partitions) == 7,
+                   10, 0.1, "__share_group_state")
+        topic = metadata_raw(c, ["__share_group_state"], version=12).topics[0]
+    assert md.topics[0].name == "__share_group_state" and topic.is_internal
