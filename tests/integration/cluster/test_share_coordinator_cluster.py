@@ -44,6 +44,10 @@ def test_share_state_fails_over(tmp_path):
         with RawClient(node.bootstrap) as c:
             wait_until(lambda: find(c, key).error_code == 0, 30, 0.3, "share coordinator")
             coordinator = find(c, key).node_id
+        with RawClient(node.bootstrap) as c:
+            state_topic = metadata_raw(c, ["__share_group_state"], version=12).topics[0]
+        assert state_topic.is_internal and len(state_topic.partitions) == 3
+        assert all(len(p.replica_nodes) == 3 for p in state_topic.partitions)  # Kafka's cluster default
         coord = cluster.nodes[coordinator]
         other = cluster.nodes[next(n for n in cluster.brokers if n != coordinator)]
         with RawClient(coord.bootstrap) as c:
