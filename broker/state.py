@@ -218,6 +218,10 @@ class BrokerState:
             self._share_manager = SharePartitionManager(
                 self.catalog, self.share_persister, self.group_configs.group_config, self.notifier.notify,
                 leader_epoch=(lambda t, p: replicas.leader_epoch(t, p)) if replicas is not None else (lambda _t, _p: 0))
+            if replicas is not None:  # a new leader (or leader epoch) loads share-partitions afresh
+                manager = self._share_manager
+                replicas.add_leadership_listener(lambda t, p, _epoch: manager.drop_partition(t, p),
+                                                 manager.drop_partition)
         return self._share_manager
 
     def connection_closed(self, peer: str) -> None:

@@ -139,6 +139,17 @@ class SharePartitionManager:
             if entry.timer is not None:
                 entry.timer.cancel()
 
+    def drop_partition(self, topic: str, partition: int) -> None:
+        """Leadership of the partition moved (or its leader epoch changed): every group's share-partition of it
+        is forgotten here; the leader loads it from the share coordinator."""
+        info = self.catalog.get(topic)
+        if info is None:
+            return
+        for key in [k for k in self.entries if k[1] == info.topic_id and k[2] == partition]:
+            entry = self.entries.pop(key)
+            if entry.timer is not None:
+                entry.timer.cancel()
+
     # ------------------------------------------------------------------ fetching
 
     def acquire(self, group_id: str, member_id: str, topic: str, sp: SharePartition, max_records: int,

@@ -86,8 +86,9 @@ class GroupCoordinator:
         self.membership.consumer = self.consumer
         # share groups (KIP-932): a group id belongs to one kind of group
         self.share = ShareGroupCoordinator(
-            self.runtime, lambda gid: gid in self.membership.groups or gid in self.consumer.groups, group_configs,
-            max_size=config.share_max_size)
+            self.runtime, lambda gid: gid in self.membership.groups or gid in self.consumer.groups
+            or gid in self.streams.groups, group_configs, max_size=config.share_max_size)
+        self.membership.share = self.consumer.share = self.share
         # KIP-1071 streams groups; a group id is in one protocol only
         self.streams = StreamsGroupCoordinator(self.runtime, config.streams, group_configs, self._group_type)
         self.membership.streams = self.consumer.streams = self.streams

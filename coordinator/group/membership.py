@@ -85,8 +85,8 @@ class GroupMembership:
                 return JoinResult(error=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
             except AppendFailed as exc:
                 return JoinResult(error=exc.errno, member_id=member_id)
-        if group_id in getattr(getattr(self, "streams", None), "groups", ()):  # a streams group (KIP-1071)
-            return JoinResult(error=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        if any(group_id in getattr(getattr(self, part, None), "groups", ()) for part in ("streams", "share")):
+            return JoinResult(error=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)  # a streams or share group
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         unknown = member_id == ""
         group = self.groups.get(group_id)

@@ -174,8 +174,8 @@ class ConsumerGroupCoordinator(ClassicMembers):
         group = self.groups.get(group_id)
         if group is not None:
             return group, False, None
-        if group_id in getattr(getattr(self, "streams", None), "groups", ()):  # a streams group (KIP-1071)
-            raise _fail(ke.GroupIdNotFoundError, f"Group {group_id} is not a consumer group.")
+        if any(group_id in getattr(getattr(self, part, None), "groups", ()) for part in ("streams", "share")):
+            raise _fail(ke.GroupIdNotFoundError, f"Group {group_id} is not a consumer group.")  # streams or share
         classic = self.classic.groups.get(group_id)
         if classic is not None:
             if create and not classic.members and not classic.pending_join_members:
