@@ -2,8 +2,9 @@
 leader calls to initialize, read, write and delete the durable state of a share-partition, wherever its share
 coordinator runs.
 
-`LocalSharePersister` calls the share coordinator of this node directly (a single node, or a cluster node
-that coordinates the key). Errors come back as `PartitionState.error_code` (Kafka's codes), never as
+`LocalSharePersister` calls the share coordinator of this node directly (a single node); on a cluster the broker's
+`RoutingSharePersister` (broker/share_coordination.py, same API) sends each call to the node coordinating the
+key (the leader of its `__share_group_state` partition) as the state RPC. Use `state.share_persister`. Errors come back as `PartitionState.error_code` (Kafka's codes), never as
 exceptions: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE are retriable,
 FENCED_STATE_EPOCH / FENCED_LEADER_EPOCH / INVALID_REQUEST / UNKNOWN_TOPIC_OR_PARTITION are not.
 """
