@@ -4,8 +4,8 @@ coordinator runs.
 
 `LocalSharePersister` calls the share coordinator of this node directly (a single node); on a cluster the broker's
 `RoutingSharePersister` (broker/share_coordination.py, same API) sends each call to the node coordinating the
-key (the leader of its `__share_group_state` partition) as the state RPC. Use `state.share_persister`. Errors come back as `PartitionState.error_code` (Kafka's codes), never as
-exceptions: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE are retriable,
+key (the leader of its `__share_group_state` partition) as the state RPC. Use `state.share_persister`.
+Errors come back as `PartitionState.error_code` (Kafka's codes), never as exceptions: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE are retriable,
 FENCED_STATE_EPOCH / FENCED_LEADER_EPOCH / INVALID_REQUEST / UNKNOWN_TOPIC_OR_PARTITION are not.
 """
 from __future__ import annotations
