@@ -103,7 +103,7 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, req: StreamsGroupH
     result = ctx.broker.groups.streams.heartbeat(data)
     if result.error:
         return _error(result.error, result.message)
-    status = list(result.status or ())
+    status = list(result.status or ())  # Kafka 4.3.1 answers an empty list, never null
     if result.internal_topics:
         denied = _create_internal_topics(ctx, result.internal_topics)
         if denied:
@@ -120,7 +120,7 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, req: StreamsGroupH
     return R(throttle_time_ms=0, error_code=0, error_message=None, member_id=result.member_id,
              member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
              acceptable_recovery_lag=0, task_offset_interval_ms=0,
-             status=[R.Status(status_code=c, status_detail=d) for c, d in status] if status else None,
+             status=[R.Status(status_code=c, status_detail=d) for c, d in status],
              active_tasks=_task_ids(tasks.active) if tasks is not None else None,
              standby_tasks=_task_ids(tasks.standby) if tasks is not None else None,
              warmup_tasks=_task_ids(tasks.warmup) if tasks is not None else None,

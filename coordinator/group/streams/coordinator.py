@@ -211,12 +211,9 @@ class StreamsGroupCoordinator:
         try:
             member = group.members.get(req.member_id)
             if joining:
-                if member is not None:  # a known member rejoining has given up everything it held
-                    member = member.replace(member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
-                                            active={}, standby={}, warmup={}, pending_active={}, pending_standby={},
-                                            pending_warmup={})
-                    group.update_member(member)
-                else:
+                # a known member rejoining keeps its state (as Kafka): it reported no tasks, so what it must
+                # give up counts as revoked and it is sent its whole assignment
+                if member is None:
                     member = StreamsMember(req.member_id)
             else:
                 if member is None:
@@ -265,9 +262,17 @@ class StreamsGroupCoordinator:
                 group.metadata_hash = metadata_hash
                 group.validated_topology_epoch = validated
                 group.last_assignment_configs = assignment_configs
+                delayed = was_empty and settings.initial_rebalance_delay_ms > 0
+                if created:
+                    # Kafka 4.3.1 moves a new group to epoch 2 in its first heartbeat; with the initial
+                    # rebalance delay, an empty target assignment at epoch 1 lets the member in meanwhile
+                    if delayed:
+                        group.assignment_epoch, group.assignment_timestamp = group.group_epoch, now
+                        records.append(rec.target_metadata(group.group_id, group.group_epoch, now))
+                    group.group_epoch += 1
                 records.append(rec.group_metadata(group.group_id, group.group_epoch, metadata_hash, validated,
                                                   assignment_configs))
-                if was_empty and settings.initial_rebalance_delay_ms > 0:
+                if delayed:
                     self._schedule_initial_rebalance(group.group_id, settings.initial_rebalance_delay_ms)
             group.update_member(updated)
             # 4. the target assignment
@@ -323,7 +328,7 @@ class StreamsGroupCoordinator:
         if group.shutdown_request_member_id is not None:
             status.append((SHUTDOWN_APPLICATION, f"Streams group member {group.shutdown_request_member_id} encountered "
                                                  f"a fatal error and requested a shutdown for the entire application."))
-        result.status = status or None
+        result.status = status  # Kafka 4.3.1 answers an empty list when there is no status
         return result
 
     def _update_topology(self, group: StreamsGroup, req: StreamsHeartbeatData, records: list) -> StreamsTopology:

@@ -354,3 +354,37 @@ def test_session_timeout_and_restart(streams_broker, request, tmp_path):
             [(m.member_id, m.member_epoch) for m in before.members]
         r = hb(c, group, "m1", st["epoch"], active=st["active"], standby={}, warmup={})
         assert r.error_code == 0 and r.member_epoch == st["epoch"], r
+
+
+def test_initial_rebalance_delay(streams_broker):
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 2)
+    group = unique("sg-app")
+    topo = topology(source, group, stateful=False, repartition=False)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group, **{"streams.initial.rebalance.delay.ms": "1500"})
+        r = hb(c, group, "m1", 0, topo=topo)
+        assert r.error_code == 0, r
+        assert statuses(r) == {ASSIGNMENT_DELAYED: "Assignment delayed due to the configured initial rebalance "
+                                                   "delay."}, r
+        # Kafka 4.3.1: the new group is at epoch 2, its member at the (empty) target epoch 1 meanwhile
+        assert tasks_of(r.active_tasks) == {} and r.member_epoch == 1, r
+        d = describe(c, group)
+        assert (d.group_state, d.group_epoch, d.assignment_epoch) == ("Assigning", 2, 1), d
+        r = hb(c, group, "m1", 1, active={}, standby={}, warmup={})
+        assert r.error_code == 0 and statuses(r) == {ASSIGNMENT_DELAYED: "Assignment delayed due to the configured "
+                                                                         "initial rebalance delay."}, r
+        time.sleep(2.5)
+        d = describe(c, group)
+        assert (d.group_state, d.group_epoch, d.assignment_epoch) == ("Reconciling", 2, 2), d
+        r = hb(c, group, "m1", 1, active={}, standby={}, warmup={})
+        assert r.error_code == 0 and r.status == [] and r.member_epoch == 2, r
+        assert tasks_of(r.active_tasks) == {"0": {0, 1}}
+        # a second member and a leave: the group epoch moves on, the target waits for a heartbeat
+        r = hb(c, group, "m2", 0, topo=topo)
+        assert r.error_code == 0 and r.member_epoch == 3 and r.status == [], r
+        r = hb(c, group, "m2", -1)
+        assert r.error_code == 0 and r.member_epoch == -1 and r.status == [], r
+        d = describe(c, group)
+        assert (d.group_state, d.group_epoch, d.assignment_epoch) == ("Assigning", 4, 3), d
