@@ -22,6 +22,8 @@ PACKAGES = (
     "minikafka.coordinator",
     "minikafka.coordinator.group",
     "minikafka.coordinator.group.consumer",
+    "minikafka.coordinator.group.share",
+    "minikafka.coordinator.group.streams",
     "minikafka.coordinator.txn",
     "minikafka.coordinator.share",
     "minikafka.broker",
@@ -34,6 +36,7 @@ PACKAGES = (
     "minikafka.broker.handlers",
     "minikafka.broker.cluster",
     "minikafka.broker.replication",
+    "minikafka.broker.share",
     "minikafka.pipelines",
 )
 STORAGE_MODULES = (
