@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 
 import kafka.errors as ke
 
@@ -32,7 +33,8 @@ UNSUPPORTED_VERSION = ke.UnsupportedVersionError.errno
 STREAMS_VERSION = "streams.version"
 R = StreamsGroupHeartbeatResponse
 D = StreamsGroupDescribeResponse.DescribedGroup
-_creating: set[str] = set()  # internal topics being created (one creation per name at a time)
+# per broker: the internal topics being created (one creation per name at a time)
+_creating: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
 
 
 def streams_protocol_enabled(ctx: RequestContext) -> bool:
@@ -135,9 +137,10 @@ def _create_internal_topics(ctx: RequestContext, topics: dict[str, InternalTopic
     denied: set[str] = set()
     if ctx.broker.authorizer is not None and not authorize_cluster(ctx, acl.CREATE):
         denied = names - authorized_names(ctx, acl.CREATE, acl.TOPIC, names)
-    todo = [topics[n] for n in sorted(names - denied) if n not in _creating]
+    creating = _creating.setdefault(ctx.broker, set())
+    todo = [topics[n] for n in sorted(names - denied) if n not in creating]
     if todo:
-        _creating.update(t.name for t in todo)
+        creating.update(t.name for t in todo)
         asyncio.get_running_loop().create_task(_create(ctx.broker, todo), name="streams-internal-topics")
     return denied
 
@@ -161,7 +164,7 @@ async def _create(state, topics: list[InternalTopic]) -> None:
                 log.warning("creating internal topic %s failed: %r", t.name, exc)
     finally:
         for t in topics:
-            _creating.discard(t.name)
+            _creating.get(state, set()).discard(t.name)
 
 
 @handles(StreamsGroupDescribeRequest, StreamsGroupDescribeResponse, 0, 0)

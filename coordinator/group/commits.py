@@ -308,15 +308,19 @@ class GroupOffsets:
                 continue
             group = self.groups.get(group_id)
             consumer_group = self.consumer.groups.get(group_id)
-            if consumer_group is not None:
-                # KIP-848 groups: measured from the commit, kept while a member subscribes to the topic
+            streams_group = self.streams.groups.get(group_id) if self.streams is not None else None
+            if consumer_group is not None or streams_group is not None:
+                # KIP-848 and KIP-1071 groups: measured from the commit, kept while a member subscribes to the topic
+                modern = consumer_group if consumer_group is not None else streams_group
+                subscribed = consumer_group.subscribed_topic_names().__contains__ if consumer_group is not None \
+                    else streams_group.is_subscribed_to
                 expired, all_expired = self.offsets.expired(group_id, now, retention, lambda v: v.commit_timestamp,
-                                                            consumer_group.subscribed_topic_names().__contains__)
-                delete_group = all_expired and not consumer_group.members
+                                                            subscribed)
+                delete_group = all_expired and not modern.members
                 records: list[tuple[bytes, bytes | None]] = [
                     (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
                 if delete_group:
-                    records += self.consumer.tombstones(consumer_group)
+                    records += (self.consumer if consumer_group is not None else self.streams).tombstones(modern)
             else:
                 if group is None:
                     continue
@@ -343,6 +347,8 @@ class GroupOffsets:
                 log.info("group %s: empty with no offsets left, deleted", group_id)
                 if consumer_group is not None:
                     self.consumer.forget(group_id)
+                elif streams_group is not None:
+                    self.streams.forget(group_id)
                 else:
                     self.membership.remove_group(group)
         return removed

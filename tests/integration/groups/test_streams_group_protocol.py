@@ -388,3 +388,44 @@ def test_initial_rebalance_delay(streams_broker):
         assert r.error_code == 0 and r.member_epoch == -1 and r.status == [], r
         d = describe(c, group)
         assert (d.group_state, d.group_epoch, d.assignment_epoch) == ("Assigning", 4, 3), d
+
+
+def test_offsets_and_delete(streams_broker):
+    from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest
+    from kafka.protocol.consumer import OffsetFetchRequest
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 2)
+    group = unique("sg-app")
+    topo = topology(source, group, stateful=False, repartition=False)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group)
+        st = join_until_assigned(c, group, "m1", topo)
+        OC = OffsetCommitRequest
+        T = OC.OffsetCommitRequestTopic
+        P = T.OffsetCommitRequestPartition
+        r = c.request(OC(group_id=group, generation_id_or_member_epoch=st["epoch"], member_id="m1",
+                         group_instance_id=None, topics=[T(name=source, partitions=[
+                             P(partition_index=p, committed_offset=7, committed_leader_epoch=-1,
+                               committed_metadata="") for p in (0, 1)])]), 9)
+        assert [p.error_code for p in r.topics[0].partitions] == [0, 0]
+        # OffsetFetch v9 names the member: its epoch must be the current one
+        F = OffsetFetchRequest
+        fetch = F(groups=[F.OffsetFetchRequestGroup(group_id=group, member_id="m1", member_epoch=st["epoch"],
+                                                    topics=None)], require_stable=False)
+        g = c.request(fetch, 9).groups[0]
+        assert g.error_code == 0 and [p.committed_offset for p in g.topics[0].partitions] == [7, 7], g
+        stale = F(groups=[F.OffsetFetchRequestGroup(group_id=group, member_id="m1", member_epoch=st["epoch"] + 5,
+                                                    topics=None)], require_stable=False)
+        assert c.request(stale, 9).groups[0].error_code == STALE_MEMBER_EPOCH
+        # DescribeGroups (the classic API) does not describe a streams group
+        dg = c.request(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 6).groups[0]
+        assert dg.error_code == GROUP_ID_NOT_FOUND, dg
+        # a group with members is not deleted; an empty one is, with its offsets
+        r = c.request(DeleteGroupsRequest(groups_names=[group]), 2)
+        assert r.results[0].error_code == ke.NonEmptyGroupError.errno, r
+        assert hb(c, group, "m1", -1).error_code == 0
+        r = c.request(DeleteGroupsRequest(groups_names=[group]), 2)
+        assert r.results[0].error_code == 0, r
+        d = describe(c, group)
+        assert d.error_code == GROUP_ID_NOT_FOUND, d
