@@ -14,7 +14,9 @@ MISSING_INTERNAL_TOPICS), not an error. Pure: the topics are given as name -> pa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
+
+from minikafka.coordinator.partitioning import java_string_hash
 
 # StreamsGroupHeartbeatResponse.Status codes (Kafka 4.3.1)
 STALE_TOPOLOGY = 0
@@ -130,9 +132,24 @@ class TopicConfigurationError(Exception):
         self.status = status
 
 
-def summarize_topics(names) -> str:
-    """Kafka's InternalTopicManager.summarizeTopics: at most three names, then a count."""
-    names = sorted(names)
+def java_hash_map_order(names: Iterable[str]) -> list[str]:
+    """The iteration order of a java.util.HashMap<String, _> filled with `names` in this order (Kafka
+    lists missing internal topics from one): by bucket of the spread hash code, then by insertion."""
+    names = list(dict.fromkeys(names))
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hash(name) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(names, key=bucket)  # stable: insertion order within a bucket
+
+
+def summarize_topics(names, ordered: bool = False) -> str:
+    """Kafka's InternalTopicManager.summarizeTopics: at most three names, then a count (names sorted
+    unless `ordered`)."""
+    names = list(names) if ordered else sorted(names)
     if not names:
         return "<none>"
     head = ", ".join(names[:3])
@@ -178,7 +195,8 @@ def configure_topics(topology: StreamsTopology, metadata_hash: int, partitions_o
                                                     f"expected {expected.partitions}, found {existing}")
         status = None
         if to_create:
-            status = (MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {summarize_topics(to_create)}")
+            status = (MISSING_INTERNAL_TOPICS,
+                      f"Internal topics are missing: {summarize_topics(java_hash_map_order(to_create), True)}")
         return ConfiguredTopology(topology.epoch, metadata_hash, configured, to_create, status)
     except TopicConfigurationError as exc:
         return ConfiguredTopology(topology.epoch, metadata_hash, None, {}, (exc.status, str(exc)))

@@ -40,7 +40,7 @@ def app_topology(fixed_repartition: int = 0) -> StreamsTopology:
 def test_configure_decides_internal_topics_from_the_sources():
     c = configure_topics(app_topology(), 7, {"in": 4}.get)
     assert c.status == (MISSING_INTERNAL_TOPICS,
-                        "Internal topics are missing: app-rep, app-s0-changelog, app-s1-changelog")
+                        "Internal topics are missing: app-s0-changelog, app-rep, app-s1-changelog")
     assert {n: t.partitions for n, t in c.internal_topics_to_create.items()} == \
         {"app-rep": 4, "app-s0-changelog": 4, "app-s1-changelog": 4}
     assert c.internal_topics_to_create["app-s0-changelog"].configs == (("cleanup.policy", "compact"),)
@@ -157,3 +157,13 @@ def test_records_round_trip():
     assert rec.target_from(rec.decode_value(21, v)) == TasksTuple(freeze({"0": {1}}), freeze({"1": {2}}), {})
     assert rec.decode_key(b"\x00\x03\x00\x01g") is None  # a consumer group record is not ours
     assert EMPTY_TASKS.is_empty()
+
+
+def test_missing_internal_topics_listed_in_java_hash_map_order():
+    from minikafka.coordinator.group.streams.topology import java_hash_map_order
+    names = ["sg-app-1a2b3c-store-changelog", "sg-app-1a2b3c-agg-repartition", "app-x-changelog",
+             "app-y-repartition-0", "t1", "t2", "zz-topic-changelog"]
+    # what java.util.HashMap's keySet() iterates (checked with Java 17)
+    assert java_hash_map_order(names) == ["app-x-changelog", "sg-app-1a2b3c-store-changelog",
+                                          "sg-app-1a2b3c-agg-repartition", "zz-topic-changelog",
+                                          "app-y-repartition-0", "t1", "t2"]
