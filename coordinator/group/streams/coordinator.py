@@ -317,9 +317,11 @@ class StreamsGroupCoordinator:
                                         heartbeat_interval_ms=settings.heartbeat_interval_ms)
         if joining or nxt.assigned() != member.assigned():
             result.tasks = nxt.assigned()
-            if nxt.user_endpoint is not None:
+            if nxt.user_endpoint is not None and not created:
+                # (Kafka's in-memory epoch of a group created by this heartbeat is not kept: it stays 0)
                 group.endpoint_information_epoch += 1
-        if group.endpoint_information_epoch != req.endpoint_information_epoch:
+        if group.endpoint_information_epoch != req.endpoint_information_epoch or (
+                created and nxt.user_endpoint is not None):
             result.partitions_by_endpoint = self._endpoint_partitions(group, nxt)
         result.endpoint_information_epoch = group.endpoint_information_epoch
         if configured.status is not None:

@@ -429,3 +429,48 @@ def test_offsets_and_delete(streams_broker):
         assert r.results[0].error_code == 0, r
         d = describe(c, group)
         assert d.error_code == GROUP_ID_NOT_FOUND, d
+
+
+def test_user_endpoints(streams_broker):
+    """Interactive queries: members with an application.server endpoint learn which source partitions each
+    endpoint serves, whenever the endpoint information epoch they report is behind."""
+    R = StreamsGroupHeartbeatRequest
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 2)
+    group = unique("sg-app")
+    topo = topology(source, group, stateful=False, repartition=False)
+
+    def hb_ep(c, member, epoch, port, endpoint_epoch, active=None):
+        ids = (lambda t: None if t is None else [R.TaskIds(subtopology_id=s, partitions=sorted(ps))
+                                                 for s, ps in sorted(t.items())])
+        joining = epoch == 0
+        owned = {} if joining else active
+        req = R(group_id=group, member_id=member, member_epoch=epoch, endpoint_information_epoch=endpoint_epoch,
+                instance_id=None, rack_id=None, rebalance_timeout_ms=30000 if joining else -1,
+                topology=topo if joining else None, active_tasks=ids(owned),
+                standby_tasks=ids({} if owned is not None else None), warmup_tasks=ids({} if owned is not None else None),
+                process_id=member + "-p" if joining else None,
+                user_endpoint=R.Endpoint(host="localhost", port=port) if joining else None,
+                client_tags=[] if joining else None, task_offsets=None, task_end_offsets=None,
+                shutdown_application=False)
+        r = c.request(req, 0)
+        assert r.error_code == 0, r
+        return r
+
+    def served(r):
+        return [(e.user_endpoint.port, [(t.topic, list(t.partitions)) for t in e.active_partitions])
+                for e in r.partitions_by_user_endpoint]
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group)
+        r = hb_ep(c, "m1", 0, 7001, 0)
+        # the group created by this heartbeat answers endpoint information epoch 0 (as Kafka)
+        assert (r.member_epoch, r.endpoint_information_epoch) == (2, 0), r
+        assert served(r) == [(7001, [(source, [0, 1])])]
+        r = hb_ep(c, "m1", 2, 7001, 0, active={"0": {0, 1}})
+        assert r.partitions_by_user_endpoint is None, r
+        r = hb_ep(c, "m2", 0, 7002, 0)
+        assert (r.member_epoch, r.endpoint_information_epoch) == (3, 1), r
+        assert served(r) == [(7001, [(source, [0, 1])]), (7002, [])]
+        r = hb_ep(c, "m1", 2, 7001, 0, active={"0": {0, 1}})
+        assert r.endpoint_information_epoch == 2 and served(r) == [(7002, []), (7001, [(source, [0])])], r
