@@ -133,6 +133,27 @@ DEFAULTS: dict[str, str] = {
     "group.consumer.migration.policy": "bidirectional",
     "group.consumer.assignment.interval.ms": "1000",
     "group.consumer.regex.refresh.interval.ms": "10000",
+    # KIP-932 share groups (coordinator/group/share/config.py: Kafka 4.3.1's defaults and bounds)
+    "group.share.session.timeout.ms": "45000",
+    "group.share.min.session.timeout.ms": "45000",
+    "group.share.max.session.timeout.ms": "60000",
+    "group.share.heartbeat.interval.ms": "5000",
+    "group.share.min.heartbeat.interval.ms": "5000",
+    "group.share.max.heartbeat.interval.ms": "15000",
+    "group.share.record.lock.duration.ms": "30000",
+    "group.share.min.record.lock.duration.ms": "15000",
+    "group.share.max.record.lock.duration.ms": "60000",
+    "group.share.delivery.count.limit": "5",
+    "group.share.min.delivery.count.limit": "2",
+    "group.share.max.delivery.count.limit": "10",
+    "group.share.partition.max.record.locks": "2000",
+    "group.share.min.partition.max.record.locks": "100",
+    "group.share.max.partition.max.record.locks": "4000",
+    "group.share.assignment.interval.ms": "1000",
+    "group.share.min.assignment.interval.ms": "0",
+    "group.share.max.assignment.interval.ms": "15000",
+    "group.share.max.size": "200",
+    "group.share.max.share.sessions": "2000",
     # KIP-1071 streams groups (coordinator/group/streams/config.py)
     "group.streams.heartbeat.interval.ms": "5000",
     "group.streams.min.heartbeat.interval.ms": "5000",
@@ -483,6 +504,9 @@ class BrokerConfig:
             if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("share.coordinator.")):
                 from minikafka.coordinator.share.config import ShareCoordinatorConfig  # Kafka's ranges
                 ShareCoordinatorConfig.from_props(self.get)
+            if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("group.share.")):
+                from minikafka.coordinator.group.share import config as share_config  # Kafka's bounds
+                share_config.check(self.get)
             if any(v != DEFAULTS.get(k) for k, v in self.props.items() if k.startswith("group.streams.")):
                 from minikafka.coordinator.group.streams.config import StreamsGroupSettings  # Kafka's bounds
                 StreamsGroupSettings.from_props(self.get)

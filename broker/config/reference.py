@@ -202,8 +202,8 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
          "Classic groups: the session timeouts members may ask for (INVALID_SESSION_TIMEOUT outside)."),
         (("group.max.size",), "Members of one classic group (GROUP_MAX_SIZE_REACHED past it)."),
         (("group.coordinator.rebalance.protocols",),
-         "The group protocols served: `classic` and `consumer` (KIP-848); `streams` and `share` are listed by "
-         "Kafka but not served yet."),
+         "The group protocols served: `classic`, `consumer` (KIP-848) and `streams` (KIP-1071, with "
+         "`streams.version`); share groups follow `share.version` alone, as in Kafka 4.3."),
         (("group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"),
          "KIP-848 consumer groups: the heartbeat interval given to members, and the session timeout after "
          "which a silent member is fenced (group configs may override both)."),
@@ -220,6 +220,25 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
          "`bidirectional`, `upgrade`, `downgrade` or `disabled`: whether a group converts between the classic "
          "and consumer protocols when its members do."),
         (("group.consumer.regex.refresh.interval.ms",), "How often a consumer group's subscribed regular expressions are re-resolved."),
+        (("group.share.heartbeat.interval.ms", "group.share.session.timeout.ms"),
+         "KIP-932 share groups: the heartbeat interval given to members, and the session timeout after which a "
+         "silent member is removed and the records it holds are released (group configs may override both)."),
+        (("group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
+          "group.share.partition.max.record.locks"),
+         "How long a delivered record stays acquired by its consumer, how often a record is delivered before it is "
+         "archived, and how many records of a share-partition may be in flight (group configs may override them)."),
+        (("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
+          "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms",
+          "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
+          "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit",
+          "group.share.min.partition.max.record.locks", "group.share.max.partition.max.record.locks",
+          "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms"),
+         "The bounds of those, for the broker's values and for group configs."),
+        (("group.share.assignment.interval.ms",), "Share groups: accepted with Kafka's bounds; minikafka assigns at "
+         "every change."),
+        (("group.share.max.size",), "Members of one share group (GROUP_MAX_SIZE_REACHED past it)."),
+        (("group.share.max.share.sessions",),
+         "Share sessions one broker keeps (SHARE_SESSION_LIMIT_REACHED past it)."),
         (("group.streams.heartbeat.interval.ms", "group.streams.session.timeout.ms"),
          "KIP-1071 streams groups: the heartbeat interval given to members, and the session timeout after "
          "which a silent member is fenced (group configs may override both)."),
