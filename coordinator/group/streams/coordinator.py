@@ -45,6 +45,7 @@ from minikafka.coordinator.group.streams.topology import (
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     InternalTopic,
+    InvalidTopology,
     StreamsTopology,
     configure_topics,
 )
@@ -245,7 +246,10 @@ class StreamsGroupCoordinator:
                 bump = True
                 group.configured = None
             if group.configured is None or group.configured.topology_epoch != topology.epoch:
-                group.configured = configure_topics(topology, metadata_hash, self._partitions_of)
+                try:
+                    group.configured = configure_topics(topology, metadata_hash, self._partitions_of)
+                except InvalidTopology as exc:
+                    raise HeartbeatError(STREAMS_INVALID_TOPOLOGY, str(exc)) from None
             configured = group.configured
             validated = -1
             if configured.is_ready:
@@ -706,8 +710,11 @@ class StreamsGroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None:
             if group.configured is None and group.topology is not None:
-                group.configured = configure_topics(group.topology, self._metadata_hash(group.topology),
-                                                    self._partitions_of)
+                try:
+                    group.configured = configure_topics(group.topology, self._metadata_hash(group.topology),
+                                                        self._partitions_of)
+                except InvalidTopology:
+                    pass  # described as sent
             return 0, None, group
         if self.other_group_type(group_id) is not None:
             return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.", None

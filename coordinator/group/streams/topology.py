@@ -126,6 +126,10 @@ class ConfiguredTopology:
         return self.subtopologies is not None and self.status is None
 
 
+class InvalidTopology(Exception):
+    """Kafka's StreamsInvalidTopologyException: the heartbeat fails with STREAMS_INVALID_TOPOLOGY."""
+
+
 class TopicConfigurationError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -232,9 +236,8 @@ def _decide_partition_counts(topology: StreamsTopology, partitions_of: Partition
     todo = [n for n in repartition if n not in decided and partitions_of(n) is None]
     for name in todo:
         if name not in writers:
-            raise TopicConfigurationError(
-                INCORRECTLY_PARTITIONED_TOPICS, "Failed to compute number of partitions for all repartition topics, "
-                                                "because a repartition source topic is never used as a sink topic.")
+            raise InvalidTopology("Failed to compute number of partitions for all repartition topics, because a "
+                                  "repartition source topic is never used as a sink topic.")
     while todo:
         progressed = False
         for name in list(todo):
@@ -249,9 +252,8 @@ def _decide_partition_counts(topology: StreamsTopology, partitions_of: Partition
                 todo.remove(name)
                 progressed = True
         if not progressed:
-            raise TopicConfigurationError(
-                INCORRECTLY_PARTITIONED_TOPICS, "Failed to compute number of partitions for all repartition topics. "
-                                                "There may be loops in the topology that cannot be resolved.")
+            raise InvalidTopology("Failed to compute number of partitions for all repartition topics. There may be "
+                                  "loops in the topology that cannot be resolved.")
     # copartitioning (Kafka's CopartitionedTopicsEnforcer)
     fixed = {n for n, t in repartition.items() if t.partitions != 0}
     flexible = {n for n, t in repartition.items() if t.partitions == 0}
@@ -275,15 +277,18 @@ def _enforce_copartitioning(group: set[str], fixed: set[str], flexible: set[str]
                             count: Callable[[str], "int | None"]) -> dict[str, int]:
     out: dict[str, int] = {}
     non_repartition = sorted(t for t in group if t not in fixed and t not in flexible)
-    if not non_repartition:
-        n = max((count(t) or 0) for t in group)
+
+    def same(counts: dict[str, "int | None"]) -> "int | None":
+        if len(set(counts.values())) > 1:  # Java's TreeMap.toString
+            listed = ", ".join(f"{t}={counts[t]}" for t in sorted(counts))
+            raise TopicConfigurationError(INCORRECTLY_PARTITIONED_TOPICS,
+                                          f"Following topics do not have the same number of partitions: [{{{listed}}}]")
+        return next(iter(counts.values()))
+    if not non_repartition:  # only repartition topics: the fixed ones agree, else the largest count
+        fixed_here = sorted(t for t in group if t in fixed)
+        n = same({t: count(t) for t in fixed_here}) if fixed_here else max((count(t) or 0) for t in group)
         return {t: n for t in group if t in flexible}
-    counts = {t: count(t) for t in non_repartition}
-    if len(set(counts.values())) > 1:
-        listed = ", ".join(f"{t}:{counts[t]}" for t in sorted(counts))
-        raise TopicConfigurationError(INCORRECTLY_PARTITIONED_TOPICS,
-                                      f"Following topics do not have the same number of partitions: [{listed}]")
-    n = next(iter(counts.values()))
+    n = same({t: count(t) for t in non_repartition})
     for t in sorted(group):
         if t in fixed and count(t) != n:
             raise TopicConfigurationError(

@@ -316,6 +316,26 @@ def test_missing_source_topic_and_invalid_changelog(streams_broker):
         topo.subtopologies[0].state_changelog_topics[0].partitions = 3
         r = hb(c, unique("sg-app"), "m1", 0, topo=topo)
         assert r.error_code == STREAMS_INVALID_TOPOLOGY, r
+        # a repartition topic nobody writes: the heartbeat fails (STREAMS_INVALID_TOPOLOGY)
+        other = unique("sg-app")
+        no_initial_delay(c, other)
+        source = create_topic(bs, unique("sg-in"), 2)
+        topo = topology(source, other)
+        topo.subtopologies[0].repartition_sink_topics = []
+        r = hb(c, other, "m1", 0, topo=topo)
+        assert (r.error_code, r.error_message) == (
+            STREAMS_INVALID_TOPOLOGY, "Failed to compute number of partitions for all repartition topics, because a "
+                                      "repartition source topic is never used as a sink topic."), r
+        # copartitioned source topics with different partition counts: a status, the member stays
+        a, b = create_topic(bs, unique("sg-a"), 2), create_topic(bs, unique("sg-b"), 3)
+        topo = topology(a, other, stateful=False, repartition=False)
+        sub = topo.subtopologies[0]
+        sub.source_topics = [a, b]
+        sub.copartition_groups = [type(topo).Subtopology.CopartitionGroup(
+            source_topics=[0, 1], source_topic_regex=[], repartition_source_topics=[])]
+        r = hb(c, other, "m1", 0, topo=topo)
+        assert r.error_code == 0, r
+        assert statuses(r) == {2: f"Following topics do not have the same number of partitions: [{{{a}=2, {b}=3}}]"}, r
 
 
 def test_session_timeout_and_restart(streams_broker, request, tmp_path):

@@ -3,6 +3,8 @@ copartitioning, Kafka's status messages), the sticky task assignor, reconciliati
 unreleased tasks, assignment epochs) and the record round trip."""
 from __future__ import annotations
 
+import pytest
+
 from minikafka.coordinator.group.streams import records as rec
 from minikafka.coordinator.group.streams.assignor import MemberSpec, assign
 from minikafka.coordinator.group.streams.model import (
@@ -20,6 +22,7 @@ from minikafka.coordinator.group.streams.topology import (
     MISSING_INTERNAL_TOPICS,
     MISSING_SOURCE_TOPICS,
     CopartitionGroup,
+    InvalidTopology,
     StreamsTopology,
     Subtopology,
     TopicInfo,
@@ -64,7 +67,10 @@ def test_configure_statuses():
     co = StreamsTopology(1, (Subtopology("0", source_topics=("a", "b"), copartition_groups=(CopartitionGroup((0, 1)),)),))
     bad = configure_topics(co, 0, {"a": 2, "b": 3}.get)
     assert bad.status == (INCORRECTLY_PARTITIONED_TOPICS,
-                          "Following topics do not have the same number of partitions: [a:2, b:3]")
+                          "Following topics do not have the same number of partitions: [{a=2, b=3}]")
+    never_written = StreamsTopology(1, (Subtopology("0", repartition_source_topics=(TopicInfo("r"),)),))
+    with pytest.raises(InvalidTopology, match="never used as a sink topic"):
+        configure_topics(never_written, 0, {}.get)
     assert summarize_topics(["d", "a", "c", "b", "e"]) == "a, b, c and 2 additional topics"
 
 
