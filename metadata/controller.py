@@ -333,6 +333,17 @@ class Controller:
             if current.get(key) != configs.get(key):
                 self._emit(r.config(r.BROKER_RESOURCE, resource_name, key, configs.get(key)))
 
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Make the GROUP resource's overrides exactly `configs` (validated by the caller as Kafka's
+        GroupConfig.validate does: the broker layer owns that table): a Config record per changed key
+        (value null = deleted). The default group resource ("") is refused, as Kafka refuses it."""
+        if not group_id:
+            raise ControllerError(INVALID_REQUEST, "Default group resources are not allowed.")
+        current = dict(self.image.group_configs.get(group_id, {}))
+        for key in sorted(set(current) | set(configs)):
+            if current.get(key) != configs.get(key):
+                self._emit(r.config(r.GROUP_RESOURCE, group_id, key, configs.get(key)))
+
     # -- ACLs and SCRAM credentials (Kafka's AclControlManager / ScramControlManager) ------------------
     def create_acls(self, rows: Iterable[r.AclRow]) -> None:
         """One AccessControlEntry per (validated) binding not already there: an existing one is a success."""

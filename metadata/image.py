@@ -5,8 +5,9 @@ Invariants: `offset` is the quorum offset of the last record applied; applying t
 node gives the same image; a PartitionChange bumps partitionEpoch (and leaderEpoch when the leader
 changes); a partition being reassigned lists its adding and removing replicas (KIP-455), all of them
 in `replicas`; records naming unknown topics or brokers are ignored (they cannot occur in a valid log).
-ACLs are kept by id, SCRAM credentials by user and mechanism, BROKER configs by resource name; removing
-what is absent changes nothing.
+ACLs are kept by id, SCRAM credentials by user and mechanism, BROKER configs by resource name, GROUP
+configs by group id (a group whose last override is removed is dropped); removing what is absent
+changes nothing.
 """
 from __future__ import annotations
 
@@ -73,9 +74,10 @@ class MetadataImage:
         self.offset = -1
         self.next_producer_id = 0
         self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" = cluster default) -> configs
+        self.group_configs: dict[str, dict[str, str]] = {}  # group id -> overrides (GROUP resources, type 32)
         self.acls: dict[str, r.AclRow] = {}  # ACL id -> binding
         self.scram: dict[str, dict[str, dict]] = {}  # user -> mechanism -> {salt, storedKey, serverKey, iterations}
-        # bumped by every ACL / SCRAM / BROKER config record: followers re-read only when it moved
+        # bumped by every ACL / SCRAM / BROKER or GROUP config record: followers re-read only when it moved
         self.security_version = 0
         self.bootstrapped = False  # a BootstrapDone record was applied (formatted credentials are in the log)
 
@@ -103,6 +105,7 @@ class MetadataImage:
             out.topics_by_id[nt.topic_id] = nt
         out.offset, out.next_producer_id = self.offset, self.next_producer_id
         out.broker_configs = {k: dict(v) for k, v in self.broker_configs.items()}
+        out.group_configs = {k: dict(v) for k, v in self.group_configs.items()}
         out.acls = dict(self.acls)
         out.scram = {u: dict(m) for u, m in self.scram.items()}
         out.security_version = self.security_version
@@ -117,6 +120,7 @@ class MetadataImage:
         """The whole image as JSON-able data; `from_json(to_json())` equals this image."""
         return {
             "offset": self.offset, "nextProducerId": self.next_producer_id, "brokerConfigs": self.broker_configs,
+            "groupConfigs": self.group_configs,
             "acls": {acl_id: list(row) for acl_id, row in self.acls.items()}, "scram": self.scram,
             "securityVersion": self.security_version, "bootstrapped": self.bootstrapped,
             "brokers": [[b.id, b.epoch, b.incarnation_id, {k: list(v) for k, v in b.endpoints.items()}, b.rack,
@@ -131,6 +135,7 @@ class MetadataImage:
         out = cls()
         out.offset, out.next_producer_id = int(data["offset"]), int(data["nextProducerId"])
         out.broker_configs = {k: dict(v) for k, v in data["brokerConfigs"].items()}
+        out.group_configs = {k: dict(v) for k, v in data.get("groupConfigs", {}).items()}  # absent before them
         out.acls = {acl_id: tuple(row) for acl_id, row in data.get("acls", {}).items()}  # type: ignore[misc]
         out.scram = {u: {m: dict(c) for m, c in by_mech.items()} for u, by_mech in data.get("scram", {}).items()}
         # the count of security records applied: carried, so equal counts mean equal ACLs and credentials
@@ -237,11 +242,16 @@ class MetadataImage:
             if t is None:
                 return [], []
             target = t.configs
+        elif p.get("resourceType") == r.GROUP_RESOURCE:
+            target = self.group_configs.setdefault(p["resourceName"], {})
+            self.security_version += 1
         else:
             target = self.broker_configs.setdefault(p["resourceName"], {})
             self.security_version += 1
         if value is None:
             target.pop(name, None)
+            if not target and p.get("resourceType") == r.GROUP_RESOURCE:
+                del self.group_configs[p["resourceName"]]
         else:
             target[name] = value
         return [], []

@@ -1,9 +1,9 @@
 """Metadata record payloads: JSON dicts with a "type" and Kafka's record fields (camelCase), appended
 to the metadata quorum's log by the active controller and applied by every node (image.py).
 
-ACLs, SCRAM credentials and BROKER configs ("" = cluster default, else a broker id) are records too
-(Kafka's AccessControlEntryRecord, UserScramCredentialRecord, ConfigRecord): every node's authorizer,
-credential store and dynamic broker config follow them. A credential record holds salt, StoredKey and
+ACLs, SCRAM credentials, BROKER configs ("" = cluster default, else a broker id) and GROUP configs (by
+group id) are records too (Kafka's AccessControlEntryRecord, UserScramCredentialRecord, ConfigRecord):
+every node's authorizer, credential store, dynamic broker config and group configs follow them. A credential record holds salt, StoredKey and
 ServerKey (base64), never a password.
 
 RegisterBroker's brokerEpoch is the quorum offset of the record itself. A PartitionChange carries only
@@ -30,6 +30,7 @@ BOOTSTRAP_DONE = "BootstrapDone"  # the formatted SCRAM credentials (`storage fo
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 
 Record = dict[str, Any]
 

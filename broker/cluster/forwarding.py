@@ -1,5 +1,6 @@
-"""Security and broker-config changes a cluster node forwards to the active controller (Kafka's
-ForwardingManager for CreateAcls, DeleteAcls, AlterUserScramCredentials and BROKER config changes).
+"""Security and config changes a cluster node forwards to the active controller (Kafka's
+ForwardingManager for CreateAcls, DeleteAcls, AlterUserScramCredentials and BROKER and GROUP config
+changes).
 
 The receiving broker has already authorized the request (and, for its own per-broker configs,
 validated them); it goes to the controller inside an Envelope carrying the client's principal and address
@@ -28,6 +29,7 @@ TIMED_OUT = ke.RequestTimedOutError.errno
 TIMED_OUT_MESSAGE = "No active controller answered in time."
 VISIBLE_WAIT_S = 5.0
 BROKER_CONFIG = 4
+GROUP_CONFIG = 32
 
 
 def _all_not_controller(items: list) -> bool:
@@ -114,14 +116,14 @@ async def forward_scram(state: "BrokerState", req: Any, who: ForwardedFor | None
     return resp
 
 
-async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]],
-                                 who: ForwardedFor | None = None) -> dict[str, tuple[int, str | None]]:
-    """BROKER resource ("" or this broker's id) -> key -> new value (None: deleted), validated here, to
-    the controller as IncrementalAlterConfigs SET/DELETE; (error code, message) per resource name."""
-    dynamic = state.dynamic_config
+async def _forward_configs(state: "BrokerState", resource_type: int, changes: dict[str, dict[str, str | None]],
+                           current: Callable[[str], dict[str, str]], who: ForwardedFor | None
+                           ) -> dict[str, tuple[int, str | None]]:
+    """Resource name -> key -> new value (None: deleted) to the controller as IncrementalAlterConfigs
+    SET/DELETE; waits (bounded) until `current(name)` here shows the accepted ones."""
     R = IncrementalAlterConfigsRequest.AlterConfigsResource
     C = R.AlterableConfig
-    req = IncrementalAlterConfigsRequest(resources=[R(resource_type=BROKER_CONFIG, resource_name=name, configs=[
+    req = IncrementalAlterConfigsRequest(resources=[R(resource_type=resource_type, resource_name=name, configs=[
         C(name=k, config_operation=0 if v is not None else 1, value=v) for k, v in sorted(ops.items())])
         for name, ops in changes.items()], validate_only=False)
     resp = await _forward(state, req, 1, IncrementalAlterConfigsResponse, lambda r: r.responses, who)
@@ -129,6 +131,23 @@ async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[s
         return {name: resp for name in changes}
     answers = {x.resource_name: (x.error_code, x.error_message) for x in resp.responses}
     ok = {name: ops for name, ops in changes.items() if answers.get(name, (1,))[0] == 0}
-    await _until(lambda: all(dynamic.layer(per_broker=name != "").get(k) == v
-                             for name, ops in ok.items() for k, v in ops.items()))
+    await _until(lambda: all(current(name).get(k) == v for name, ops in ok.items() for k, v in ops.items()))
     return answers
+
+
+async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]],
+                                 who: ForwardedFor | None = None) -> dict[str, tuple[int, str | None]]:
+    """BROKER resource ("" or this broker's id) -> key -> new value (None: deleted), validated here, to
+    the controller as IncrementalAlterConfigs SET/DELETE; (error code, message) per resource name."""
+    dynamic = state.dynamic_config
+    return await _forward_configs(state, BROKER_CONFIG, changes,
+                                  lambda name: dynamic.layer(per_broker=name != ""), who)
+
+
+async def forward_group_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]],
+                                who: ForwardedFor | None = None) -> dict[str, tuple[int, str | None]]:
+    """GROUP resource (group id) -> key -> new value (None: deleted), validated here, to the controller
+    as IncrementalAlterConfigs SET/DELETE (it validates again against its image and appends the
+    ConfigRecords); (error code, message) per group id."""
+    groups = state.group_configs
+    return await _forward_configs(state, GROUP_CONFIG, changes, lambda name: groups.overrides.get(name, {}), who)

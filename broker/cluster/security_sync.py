@@ -1,10 +1,10 @@
-"""A cluster node's ACLs, SCRAM credentials and dynamic broker configs follow the metadata image
-(Kafka: the StandardAuthorizer, the SCRAM credential cache and DynamicBrokerConfig fed by the
-BrokerMetadataPublisher).
+"""A cluster node's ACLs, SCRAM credentials, dynamic broker configs and group configs follow the
+metadata image (Kafka: the StandardAuthorizer, the SCRAM credential cache, DynamicBrokerConfig and the
+GroupConfigManager fed by the BrokerMetadataPublisher).
 
 Invariant: after every committed run of metadata records (ClusterRuntime's listeners, in commit
-order) the authorizer's ACL set, the credential store and the BROKER config layers ("" and this
-node's id) are exactly the image's; nothing is read from or written to the single-node files, so a
+order) the authorizer's ACL set, the credential store, the BROKER config layers ("" and this
+node's id) and the GROUP config overrides are exactly the image's; nothing is read from or written to the single-node files, so a
 restarted node has what the replayed log says. Work is done only when the image's
 `security_version` moved (or on the first call, which marks the ACLs loaded).
 """
@@ -44,6 +44,7 @@ class SecuritySync:
         state.scram_credentials.follow(credentials_of(image))
         state.dynamic_config.follow(image.broker_configs.get("", {}),
                                     image.broker_configs.get(str(state.node_id), {}))
+        state.group_configs.follow(image.group_configs)
 
 
 def attach(state: "BrokerState") -> None:

@@ -1,8 +1,11 @@
 """Group configs (KIP-848 and after): per-group overrides of the broker's group.* settings.
 
-Kafka keeps them as GROUP config resources (ConfigResource type 32) in its metadata log; minikafka
-keeps them in one JSON file in the first log dir, replaced atomically (temp file, fsync, rename,
-directory fsync) before a change is acknowledged, so they survive restart and kill -9.
+Kafka keeps them as GROUP config resources (ConfigResource type 32) in its metadata log. So does a
+minikafka cluster: changes go to the active controller (ConfigRecords) and every node's store
+follows the metadata image (`follow`, broker/cluster/security_sync.py); its file is neither read nor
+written. A single node keeps them in one JSON file in the first log dir, replaced atomically (temp
+file, fsync, rename, directory fsync) before a change is acknowledged, so they survive restart and
+kill -9.
 
 The lookup for the group coordinators is `GroupConfigStore.group_config(group_id, name)`: the
 group's override if it has one, else the broker's current value of the matching `group.*` key
@@ -96,6 +99,7 @@ GROUP_KEYS: tuple[GroupKey, ...] = (
          *_range("streams", "assignment.interval.ms", "0", "15000"), at_least=0),
 )
 _BY_NAME = {k.name: k for k in GROUP_KEYS}
+GROUP_KEY_NAMES: tuple[str, ...] = tuple(_BY_NAME)
 # pairs whose session timeout must exceed the heartbeat interval
 _SESSION_OVER_HEARTBEAT = tuple((f"{p}.session.timeout.ms", f"{p}.heartbeat.interval.ms")
                                 for p in ("consumer", "share", "streams"))
@@ -144,6 +148,8 @@ class GroupConfigStore:
         self._listeners: list[Callable[[str, dict[str, str]], None]] = []
 
     def load(self) -> None:
+        if getattr(self.config, "quorum", None) is not None:  # a cluster: the metadata image holds them
+            return
         if not self.path.exists():
             return
         try:
@@ -262,6 +268,16 @@ class GroupConfigStore:
         overrides = self._snapshot({group_id: props})
         self._write(overrides)
         self._applied(overrides, {group_id: props})
+
+    def follow(self, groups: Mapping[str, Mapping[str, str]]) -> None:
+        """A cluster: the overrides become the metadata image's GROUP configs (no file); the listeners
+        are told of each group whose overrides changed, as after a local commit."""
+        overrides = {str(g): {str(k): str(v) for k, v in c.items() if k in _BY_NAME} for g, c in groups.items()}
+        overrides = {g: c for g, c in overrides.items() if c}
+        changed = {g: overrides.get(g, {}) for g in sorted(set(self.overrides) | set(overrides))
+                   if self.overrides.get(g) != overrides.get(g)}
+        if changed:
+            self._applied(overrides, changed)
 
     async def commit(self, changes: Mapping[str, Mapping[str, str]]) -> None:
         """Persist checked changes of several groups (one request) with one file write in a worker

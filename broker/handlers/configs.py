@@ -3,6 +3,8 @@
 BROKER resources are the dynamic broker configs (broker/config/dynamic.py): "" is the cluster-wide
 default, our node id the per-broker layer. GROUP resources are the group configs
 (broker/config/group_configs.py). Sources and synonyms are reported as Kafka's ConfigHelper does.
+On a cluster, changes are validated here and then go to the active controller (TOPIC, BROKER and
+GROUP alike), whose records every node's state follows; a single node applies them itself.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from minikafka.storage.log_config import LogConfig
 from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize, authorize_cluster
 from minikafka.broker.network.context import RequestContext
+from minikafka.broker.config.group_configs import GROUP_KEY_NAMES
 from minikafka.broker.config.dynamic import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
 from minikafka.broker.errors import error_code, error_message
 from minikafka.broker.config import reference
@@ -344,8 +347,9 @@ def _incremental_one(state: BrokerState, r, validate_only: bool, group_changes: 
         if r.resource_type == GROUP_CONFIG:
             groups = state.group_configs
             props = groups.check(r.resource_name, groups.incremental(r.resource_name, _ops(r.configs)))
-            if not validate_only:
-                group_changes[r.resource_name] = props
+            if not validate_only:  # a cluster: the keys named, each set or deleted, for the controller
+                group_changes[r.resource_name] = props if state.cluster is None else \
+                    {c.name: props.get(c.name) for c in r.configs}
             return 0, None
         info = state.catalog.get(r.resource_name)
         overrides = info.configs if info else {}
@@ -373,11 +377,14 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                 _incremental_one(ctx.broker, r, req.validate_only, group_changes, topic_changes, broker_changes)
             out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
-        await ctx.broker.group_configs.commit(group_changes)
+        if ctx.broker.cluster is None:
+            await ctx.broker.group_configs.commit(group_changes)
     if topic_changes:
         await _commit_topic_changes(ctx, topic_changes, out)
     if broker_changes:
         await _commit_broker_changes(ctx, broker_changes, out)
+    if group_changes and ctx.broker.cluster is not None:
+        await _commit_group_changes(ctx, group_changes, out)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
@@ -394,8 +401,9 @@ def _alter_one(state: BrokerState, r, validate_only: bool, group_changes: dict[s
                                  validate_only, broker_changes)
         if r.resource_type == GROUP_CONFIG:
             props = state.group_configs.check(r.resource_name, props)
-            if not validate_only:
-                group_changes[r.resource_name] = props
+            if not validate_only:  # a cluster: every group config set or deleted (a whole replacement)
+                group_changes[r.resource_name] = props if state.cluster is None else \
+                    {k: props.get(k) for k in sorted(set(GROUP_KEY_NAMES) | set(props))}
             return 0, None
     except ConfigRequestError as exc:
         return exc.code, str(exc)
@@ -441,6 +449,16 @@ async def _commit_broker_changes(ctx: RequestContext, changes: dict[str, dict[st
             o.error_code, o.error_message = answers.get(o.resource_name, (-1, "No answer from the controller"))
 
 
+async def _commit_group_changes(ctx: RequestContext, changes: dict, out: list) -> None:
+    """A cluster: GROUP config changes go to the active controller (ConfigRecords, resource type 32);
+    its answers replace ours."""
+    from minikafka.broker.cluster.forwarding import forward_group_configs, forwarded_for
+    answers = await forward_group_configs(ctx.broker, changes, forwarded_for(ctx))
+    for o in out:
+        if o.resource_type == GROUP_CONFIG and o.resource_name in changes:
+            o.error_code, o.error_message = answers.get(o.resource_name, (-1, "No answer from the controller"))
+
+
 @handles(AlterConfigsRequest, AlterConfigsResponse, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     errors = _preprocess(req.resources, None, known=frozenset({TOPIC_CONFIG, BROKER_CONFIG, GROUP_CONFIG,
@@ -455,9 +473,12 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
                 _alter_one(ctx.broker, r, req.validate_only, group_changes, topic_changes, broker_changes)
             out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
-        await ctx.broker.group_configs.commit(group_changes)
+        if ctx.broker.cluster is None:
+            await ctx.broker.group_configs.commit(group_changes)
     if topic_changes:
         await _commit_topic_changes(ctx, topic_changes, out)
     if broker_changes:
         await _commit_broker_changes(ctx, broker_changes, out)
+    if group_changes and ctx.broker.cluster is not None:
+        await _commit_group_changes(ctx, group_changes, out)
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -1,7 +1,7 @@
 """The active controller's side of the security and broker-config changes brokers forward on the
 CONTROLLER listener (Kafka's ControllerApis -> AclControlManager / ScramControlManager /
 ConfigurationControlManager): CreateAcls, DeleteAcls, AlterUserScramCredentials, and
-IncrementalAlterConfigs of BROKER resources.
+IncrementalAlterConfigs of BROKER and GROUP resources.
 
 Each request is authorized first, as Kafka's ControllerApis authorizes it, with the caller's principal: the
 client's own when a broker forwarded it in an Envelope (broker/handlers/envelope.py), else the principal
@@ -27,6 +27,7 @@ from minikafka.broker.network.context import RequestContext
 from minikafka.broker.config.dynamic import ConfigRequestError
 from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.controller import INVALID_REQUEST, NOT_CONTROLLER, _active, _run
+from minikafka.metadata.controller import ControllerError
 from minikafka.protocol.errors import (CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, SECURITY_DISABLED,
                                        TOPIC_AUTHORIZATION_FAILED)
 
@@ -147,7 +148,8 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUse
 @handles(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1, controller=True)
 async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest
                                            ) -> IncrementalAlterConfigsResponse:
-    """BROKER resources ("" or a broker id), SET/DELETE operations as brokers forward them."""
+    """BROKER resources ("" or a broker id) and GROUP resources (a group id), SET/DELETE operations as
+    brokers forward them; GROUP changes validated as Kafka's GroupConfig.validate (this node's bounds)."""
     R = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
     dynamic = ctx.broker.dynamic_config
     out = []
@@ -162,10 +164,10 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
         if not _is_active(ctx):
             answer(NOT_CONTROLLER)
             continue
-        if r.resource_type != BROKER_CONFIG:
-            answer(INVALID_REQUEST, "Only broker configs are altered incrementally through the controller here")
+        if r.resource_type not in (BROKER_CONFIG, GROUP_CONFIG):
+            answer(INVALID_REQUEST, "Only broker and group configs are altered incrementally through the controller here")
             continue
-        if r.resource_name != "":
+        if r.resource_type == BROKER_CONFIG and r.resource_name != "":
             try:
                 int(r.resource_name)
             except ValueError:
@@ -176,12 +178,18 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
             continue
 
         def alter(c, r=r):
-            layer = dict(c.image.broker_configs.get(r.resource_name, {}))
+            group = r.resource_type == GROUP_CONFIG
+            layer = dict((c.image.group_configs if group else c.image.broker_configs).get(r.resource_name, {}))
             for op in r.configs:
                 if op.config_operation == SET:
                     layer[op.name] = op.value or ""
                 else:
                     layer.pop(op.name, None)
+            if group:
+                layer = ctx.broker.group_configs.check(r.resource_name, layer)
+                if not req.validate_only:
+                    c.set_group_configs(r.resource_name, layer)
+                return
             dynamic.check(layer, per_broker=r.resource_name != "")
             if not req.validate_only:
                 c.set_broker_configs(r.resource_name, layer)
@@ -189,6 +197,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
             _r, code = await _run(ctx, alter)
         except ConfigRequestError as exc:
             answer(exc.code, str(exc))
+            continue
+        except ControllerError as exc:
+            answer(exc.code, exc.message)
             continue
         answer(code)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -90,6 +90,8 @@ def test_node_stores_follow_the_image(tmp_path):
     from minikafka.broker.cluster.security_sync import SecuritySync
     from minikafka.broker.security.sasl.credentials import ScramCredentialStore
     from minikafka.broker.security.sasl.scram import ScramCredential
+    from minikafka.broker.config.core import BrokerConfig
+    from minikafka.broker.config.group_configs import GroupConfigStore
 
     class Auth:
         store = AclStore(tmp_path, follow_image=True)
@@ -105,6 +107,7 @@ def test_node_stores_follow_the_image(tmp_path):
         authorizer = Auth()
         scram_credentials = ScramCredentialStore(tmp_path)
         dynamic_config = Dyn()
+        group_configs = GroupConfigStore(BrokerConfig({"log.dirs": str(tmp_path)}), tmp_path)
 
     state = State()
     assert not state.authorizer.store.loaded
