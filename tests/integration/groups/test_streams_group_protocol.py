@@ -494,3 +494,30 @@ def test_user_endpoints(streams_broker):
         assert served(r) == [(7001, [(source, [0, 1])]), (7002, [])]
         r = hb_ep(c, "m1", 2, 7001, 0, active={"0": {0, 1}})
         assert r.endpoint_information_epoch == 2 and served(r) == [(7002, []), (7001, [(source, [0])])], r
+
+
+def test_sticky_assignment_with_standbys(streams_broker):
+    """Kafka 4.3.1's StickyTaskAssignor, task for task: a member alone has every task; a second one takes
+    half (the first keeps the lowest partitions); a third takes from both; standbys go to other processes."""
+    bs = streams_broker.bootstrap
+    source = create_topic(bs, unique("sg-in"), 6)
+    group = unique("sg-app")
+    topo = topology(source, group)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group, **{"streams.num.standby.replicas": "1"})
+        st = join_until_assigned(c, group, "m1", topo)
+        assert st["active"] == {"0": set(range(6)), "1": set(range(6))}
+
+        def targets():
+            d = describe(c, group)
+            return {m.member_id: ({t.subtopology_id: sorted(t.partitions) for t in m.target_assignment.active_tasks},
+                                  {t.subtopology_id: sorted(t.partitions) for t in m.target_assignment.standby_tasks})
+                    for m in d.members}
+        assert hb(c, group, "m2", 0, topo=topo, process="p1").error_code == 0
+        assert targets() == {"m1": ({"0": [0, 1, 2], "1": [0, 1, 2]}, {"0": [3, 4, 5]}),
+                             "m2": ({"0": [3, 4, 5], "1": [3, 4, 5]}, {"0": [0, 1, 2]})}
+        assert hb(c, group, "m3", 0, topo=topo, process="p2").error_code == 0
+        assert targets() == {"m1": ({"0": [0, 1], "1": [0, 1]}, {"0": [3, 4]}),
+                             "m2": ({"0": [3, 4], "1": [3, 4]}, {"0": [2, 5]}),
+                             "m3": ({"0": [2, 5], "1": [2, 5]}, {"0": [0, 1]})}
