@@ -3,6 +3,8 @@ done by coordinator/group/share/coordinator.py. As Kafka 4.3, both answer UNSUPP
 share.version feature is finalized at 1 or more."""
 from __future__ import annotations
 
+import logging
+
 import kafka.errors as ke
 
 from minikafka.coordinator.group.share.coordinator import ShareHeartbeat
@@ -19,6 +21,7 @@ from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.groups import client_host
 
+log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = ke.UnsupportedVersionError.errno
 HbAssignment = ShareGroupHeartbeatResponse.Assignment
 HbTopicPartitions = HbAssignment.TopicPartitions
@@ -56,6 +59,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeart
         client_id=ctx.client_id or "", client_host=client_host(ctx)))
     if result.error == 0 and (code := await groups.durable(req.group_id)):
         return _heartbeat_error(code)
+    await initialize_share_partitions(ctx)
     if result.error:
         return _heartbeat_error(result.error, result.message)
     assignment = None
@@ -66,6 +70,20 @@ async def handle_share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeart
     return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                        member_id=result.member_id, member_epoch=result.member_epoch,
                                        heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+
+
+async def initialize_share_partitions(ctx: RequestContext) -> None:
+    """The share-partitions the group coordinator just assigned for the first time get their state (start
+    offset unset: the partition leader applies share.auto.offset.reset when it first loads them)."""
+    share = ctx.broker.groups.share
+    while share.to_initialize:
+        group_id, parts = share.to_initialize.pop(0)
+        for topic_id, partitions in parts.items():
+            for p in sorted(partitions):
+                result = await ctx.broker.share_persister.initialize(group_id, topic_id, p, 0, -1)
+                if result.error_code:
+                    log.warning("share group %s: initializing %s-%d failed: %s", group_id, topic_id, p,
+                                result.error_code)
 
 
 def _assignment(share, assigned) -> DescribedAssignment:

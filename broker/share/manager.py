@@ -25,7 +25,9 @@ from minikafka.protocol.errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     FENCED_STATE_EPOCH,
+    INVALID_REQUEST,
     NOT_COORDINATOR,
+    UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from minikafka.protocol.record_batch import iter_headers
@@ -102,23 +104,23 @@ class SharePartitionManager:
             return state.error_code, None
         limits = dict(max_in_flight=int(self.setting(group_id, "share.partition.max.record.locks")),
                       delivery_limit=int(self.setting(group_id, "share.delivery.count.limit")))
-        if state.error_code == 0 and state.start_offset >= 0:
-            sp = SharePartition(state.start_offset, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                                                     for b in state.state_batches],
-                                state_epoch=max(state.state_epoch, 0), leader_epoch=leader_epoch, topic_id=topic_id,
-                                partition_index=partition, **limits)
-            sp.move_start(plog.log_start_offset)
-            return 0, sp
-        start = self._reset_offset(group_id, plog)
-        init = await self.persister.initialize(group_id, topic_id, partition, 0, start)
-        if init.error_code:
-            log.warning("share group %s: initializing %s-%d failed: %s", group_id, topic, partition, init.error_code)
-            return init.error_code, None
-        written = await self.persister.write(group_id, topic_id, partition, 0, leader_epoch, start, [])
-        if written.error_code and written.error_code not in (FENCED_STATE_EPOCH,):
-            return written.error_code, None
-        return 0, SharePartition(start, state_epoch=0, leader_epoch=leader_epoch, topic_id=topic_id,
-                                 partition_index=partition, **limits)
+        if state.error_code == INVALID_REQUEST:  # never initialized by the group coordinator: Kafka's answer
+            return UNKNOWN_SERVER_ERROR, None
+        if state.error_code:
+            return state.error_code, None
+        epoch = max(state.state_epoch, 0)
+        start = state.start_offset
+        if start < 0:  # initialized without a start offset: share.auto.offset.reset decides it now
+            start = self._reset_offset(group_id, plog)
+            written = await self.persister.write(group_id, topic_id, partition, epoch, leader_epoch, start, [])
+            if written.error_code:
+                return written.error_code, None
+        sp = SharePartition(start, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                                    for b in state.state_batches],
+                            state_epoch=epoch, leader_epoch=leader_epoch, topic_id=topic_id, partition_index=partition,
+                            **limits)
+        sp.move_start(plog.log_start_offset)
+        return 0, sp
 
     def _reset_offset(self, group_id: str, plog: Any) -> int:
         """Where a share-partition without state starts (share.auto.offset.reset)."""

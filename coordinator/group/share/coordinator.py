@@ -67,6 +67,9 @@ class ShareGroupCoordinator:
         self.max_size = max_size  # group.share.max.size
         self.groups: dict[str, ShareGroup] = {}
         self.member_left: Callable[[str, str], None] | None = None
+        # share-partitions newly assigned, whose state the broker initializes (start offset unset) before the
+        # heartbeat that assigned them is answered (Kafka initializes them through the share coordinator)
+        self.to_initialize: list[tuple[str, dict[uuid.UUID, frozenset[int]]]] = []
         # share-partitions of groups deleted by DeleteGroups whose state the broker still has to delete
         self.deleted_state: list[tuple[str, dict[uuid.UUID, frozenset[int]]]] = []
 
@@ -176,15 +179,16 @@ class ShareGroupCoordinator:
         records.append(rec.group_metadata(group.group_id, group.group_epoch))
         self._assign(group)
         names = {tid: name for name, (tid, _n) in group.subscription_metadata.items()}
-        grown = False
+        new: dict[uuid.UUID, frozenset[int]] = {}
         for assigned in group.target.values():
             for tid, ps in assigned.items():
                 name, known = group.initialized.get(tid, (names.get(tid, ""), frozenset()))
                 if not ps <= known:
                     group.initialized[tid] = (name, known | ps)
-                    grown = True
-        if grown:
+                    new[tid] = new.get(tid, frozenset()) | (ps - known)
+        if new:
             records.append(rec.state_partitions(group.group_id, group.initialized))
+            self.to_initialize.append((group.group_id, new))
 
     def _assign(self, group: ShareGroup) -> None:
         group.target = assign(list(group.members.values()), group.subscription_metadata)

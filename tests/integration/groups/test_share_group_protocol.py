@@ -164,3 +164,15 @@ def test_share_sessions_and_acknowledgements(group_broker):
         assert r.error_code == 0
         got = acquired(fetch(c2, group, m2, 4, tid))
         assert got == [(7, 9, 2)], got
+
+
+def test_fetch_of_a_share_partition_the_group_never_assigned(group_broker):
+    """Kafka initializes a share-partition's state when the group coordinator first assigns it; a ShareFetch
+    for one it never assigned gets UNKNOWN_SERVER_ERROR for that partition."""
+    bs = group_broker.bootstrap
+    topic = create_topic(bs, unique("sg-none"), 1)
+    with RawClient(bs) as c:
+        tid = metadata_raw(c, [topic], version=12).topics[0].topic_id
+        r = fetch(c, unique("sg-none"), member(), 0, tid, wait_ms=500)
+        assert r.error_code == 0
+        assert [(p.partition_index, p.error_code) for t in r.responses for p in t.partitions] == [(0, -1)]

@@ -388,6 +388,66 @@ def delete_acls_call(c: RawClient, r: Res) -> int:
     return c.request(DeleteAclsRequest(filters=[f]), 2, DeleteAclsResponse).filter_results[0].error_code
 
 
+# -- share groups (KIP-932) ----------------------------------------------------------------------
+def _topic_id(c: RawClient, r: Res):
+    return metadata_raw(c, [r.topic], version=12).topics[0].topic_id
+
+
+def share_group_heartbeat(c: RawClient, r: Res) -> int:
+    from minikafka.protocol.messages import ShareGroupHeartbeatRequest
+    return c.request(ShareGroupHeartbeatRequest(group_id=r.group, member_id=str(uuid.uuid4()), member_epoch=0,
+                                                rack_id=None, subscribed_topic_names=[r.topic]), 1).error_code
+
+
+def share_group_describe(c: RawClient, r: Res) -> int:
+    from minikafka.protocol.messages import ShareGroupDescribeRequest
+    return c.request(ShareGroupDescribeRequest(group_ids=[r.group], include_authorized_operations=False),
+                     1).groups[0].error_code
+
+
+def share_fetch(c: RawClient, r: Res) -> int:
+    """The top-level error, else the partition's (TOPIC_AUTHORIZATION_FAILED there)."""
+    from minikafka.protocol.messages import ShareFetchRequest
+    T_ = ShareFetchRequest.FetchTopic
+    resp = c.request(ShareFetchRequest(
+        group_id=r.group, member_id=str(uuid.uuid4()), share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+        max_bytes=1 << 20, max_records=10, batch_size=10, share_acquire_mode=0, is_renew_ack=False,
+        topics=[T_(topic_id=r.extra["topic_id"], partitions=[T_.FetchPartition(
+            partition_index=0, partition_max_bytes=0, acknowledgement_batches=[])])], forgotten_topics_data=[]), 1)
+    if resp.error_code:
+        return resp.error_code
+    return next((p.error_code for t in resp.responses for p in t.partitions), 0)
+
+
+def share_acknowledge(c: RawClient, r: Res) -> int:
+    from minikafka.protocol.messages import ShareAcknowledgeRequest
+    return c.request(ShareAcknowledgeRequest(group_id=r.group, member_id=str(uuid.uuid4()), share_session_epoch=1,
+                                             is_renew_ack=False, topics=[]), 1).error_code
+
+
+def describe_share_group_offsets(c: RawClient, r: Res) -> int:
+    from minikafka.protocol.messages import DescribeShareGroupOffsetsRequest as D
+    Gr = D.DescribeShareGroupOffsetsRequestGroup
+    resp = c.request(D(groups=[Gr(group_id=r.group, topics=[Gr.DescribeShareGroupOffsetsRequestTopic(
+        topic_name=r.topic, partitions=[0])])]), 1)
+    g = resp.groups[0]
+    return g.error_code or g.topics[0].partitions[0].error_code
+
+
+def alter_share_group_offsets(c: RawClient, r: Res) -> int:
+    from minikafka.protocol.messages import AlterShareGroupOffsetsRequest as A_
+    T_ = A_.AlterShareGroupOffsetsRequestTopic
+    resp = c.request(A_(group_id=r.group, topics=[T_(topic_name=r.topic, partitions=[
+        T_.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]), 0)
+    return resp.error_code or resp.responses[0].partitions[0].error_code
+
+
+def delete_share_group_offsets(c: RawClient, r: Res) -> int:
+    from minikafka.protocol.messages import DeleteShareGroupOffsetsRequest as D
+    resp = c.request(D(group_id=r.group, topics=[D.DeleteShareGroupOffsetsRequestTopic(topic_name=r.topic)]), 0)
+    return resp.error_code or resp.responses[0].error_code
+
+
 # -- set-ups (admin side) ------------------------------------------------------------------------
 def topic(a: Admin, r: Res) -> None:
     a.create_topic(r.topic)
@@ -411,6 +471,23 @@ def idempotent_ready(a: Admin, r: Res) -> None:
     resp = init_producer_id(a.client, None)
     assert resp.error_code == 0, resp
     r.pid, r.epoch = resp.producer_id, resp.producer_epoch
+
+
+def share_group_ready(a: Admin, r: Res) -> None:
+    """A topic (its id in r.extra) and a share group that has a member and left: empty, with state."""
+    a.create_topic(r.topic)
+    r.extra["topic_id"] = _topic_id(a.client, r)
+    member = str(uuid.uuid4())
+    from minikafka.protocol.messages import ShareGroupHeartbeatRequest
+    for epoch in (0, -1):  # join, then leave
+        resp = a.client.request(ShareGroupHeartbeatRequest(group_id=r.group, member_id=member, member_epoch=epoch,
+                                                           rack_id=None, subscribed_topic_names=[r.topic]), 1)
+        assert resp.error_code == 0, resp
+
+
+def share_topic(a: Admin, r: Res) -> None:
+    a.create_topic(r.topic)
+    r.extra["topic_id"] = _topic_id(a.client, r)
 
 
 def group_with_offsets(a: Admin, r: Res) -> None:
@@ -474,6 +551,18 @@ CASES = [
     Case("ConsumerGroupHeartbeat", consumer_group_heartbeat,
          [(G, "group", A.READ, GROUP_DENIED), (T, "topic", A.DESCRIBE, TOPIC_DENIED)]),
     Case("ConsumerGroupDescribe", consumer_group_describe, [(G, "group", A.DESCRIBE, GROUP_DENIED)], NOT_AUTH, None),
+    Case("ShareGroupHeartbeat", share_group_heartbeat,
+         [(G, "group", A.READ, GROUP_DENIED), (T, "topic", A.DESCRIBE, TOPIC_DENIED)]),
+    Case("ShareGroupDescribe", share_group_describe, [(G, "group", A.DESCRIBE, GROUP_DENIED)], NOT_AUTH, None),
+    Case("ShareFetch", share_fetch, [(G, "group", A.READ, GROUP_DENIED), (T, "topic", A.READ, TOPIC_DENIED)],
+         NOT_AUTH, share_topic),  # the group never initialized the share-partition: Kafka answers -1
+    Case("ShareAcknowledge", share_acknowledge, [(G, "group", A.READ, GROUP_DENIED)], NOT_AUTH, None),
+    Case("DescribeShareGroupOffsets", describe_share_group_offsets,
+         [(G, "group", A.DESCRIBE, GROUP_DENIED), (T, "topic", A.DESCRIBE, TOPIC_DENIED)], NOT_AUTH, share_group_ready),
+    Case("AlterShareGroupOffsets", alter_share_group_offsets,
+         [(G, "group", A.READ, GROUP_DENIED), (T, "topic", A.READ, TOPIC_DENIED)], NOT_AUTH, share_topic),
+    Case("DeleteShareGroupOffsets", delete_share_group_offsets,
+         [(G, "group", A.DELETE, GROUP_DENIED), (T, "topic", A.READ, TOPIC_DENIED)], NOT_AUTH, share_group_ready),
     Case("CreateTopics", create_topics, [(T, "topic", A.CREATE, TOPIC_DENIED)], 0, None),
     Case("CreateTopics(cluster CREATE)", create_topics, [(C, "cluster", A.CREATE, TOPIC_DENIED)], 0, None),
     Case("DeleteTopics", delete_topics, [(T, "topic", A.DELETE, TOPIC_DENIED)]),
