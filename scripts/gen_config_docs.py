@@ -84,7 +84,8 @@ def topic_page() -> str:
 def group_page() -> str:
     lines = [GENERATED, "# Group configuration\n",
              "GROUP resources (`kafka-configs --entity-type groups`), validated against the broker's bounds and "
-             "kept in `<log dir>/__minikafka_group_configs.json`.\n",
+             "kept in `<log dir>/__minikafka_group_configs.json` on a single node, in the metadata log on a "
+             "cluster.\n",
              "| key | default | broker key | meaning |", "| --- | --- | --- | --- |"]
     for key in GROUP_KEYS:
         lines.append(f"| `{key.name}` | {_value(key.default)} | {f'`{key.broker_key}`' if key.broker_key else '–'} | "
