@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 
 import kafka.errors as ke
@@ -14,6 +15,7 @@ from minikafka.coordinator.group.streams.coordinator import StreamsHeartbeatData
 from minikafka.coordinator.group.streams.model import Endpoint, freeze
 from minikafka.coordinator.group.streams.records import topology_from
 from minikafka.coordinator.group.streams.topology import MISSING_INTERNAL_TOPICS, InternalTopic
+from minikafka.protocol.errors import STREAMS_INVALID_TOPOLOGY
 from minikafka.protocol.messages import (
     StreamsGroupDescribeRequest,
     StreamsGroupDescribeResponse,
@@ -26,6 +28,7 @@ from minikafka.broker.security.authorizer import authorize, authorize_cluster, a
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
 from minikafka.broker.handlers.groups import client_host
+from minikafka.broker.topic_catalog import validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +36,11 @@ UNSUPPORTED_VERSION = ke.UnsupportedVersionError.errno
 STREAMS_VERSION = "streams.version"
 R = StreamsGroupHeartbeatResponse
 D = StreamsGroupDescribeResponse.DescribedGroup
-# per broker: the internal topics being created (one creation per name at a time)
+# per broker: the internal topics being created (one creation per name at a time), and recent creation
+# errors (topic -> (message, monotonic expiry)) that heartbeats report, as Kafka's topic creation error cache
 _creating: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
+_creation_errors: "weakref.WeakKeyDictionary[object, dict[str, tuple[str, float]]]" = weakref.WeakKeyDictionary()
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def streams_protocol_enabled(ctx: RequestContext) -> bool:
@@ -78,19 +84,25 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, req: StreamsGroupH
     topology = None
     regex = False
     if req.topology is not None:
+        # Kafka's KafkaApis: the topology's topics are not Kafka's internal topics, are valid names, and the
+        # caller may DESCRIBE them
+        names = list(dict.fromkeys(
+            n for s in req.topology.subtopologies or ()
+            for n in [*(s.source_topics or ()), *(s.repartition_sink_topics or ()),
+                      *(t.name for t in s.repartition_source_topics or ()),
+                      *(t.name for t in s.state_changelog_topics or ())]))
+        internal = [n for n in names if n in INTERNAL_TOPICS]
+        if internal:
+            return _error(STREAMS_INVALID_TOPOLOGY, f"Use of Kafka internal topics {','.join(internal)} in a Kafka "
+                                                    f"Streams topology is prohibited.")
+        invalid = [n for n in names if not _valid_topic_name(n)]
+        if invalid:
+            return _error(STREAMS_INVALID_TOPOLOGY, f"Topic names {','.join(invalid)} are not valid topic names.")
+        if ctx.broker.authorizer is not None and \
+                len(authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names)) < len(names):
+            return _error(ke.TopicAuthorizationFailedError.errno)
         topology = topology_from(req.topology)
         regex = any(s.source_topic_regex for s in topology.subtopologies)
-        if ctx.broker.authorizer is not None:
-            names = set()
-            for s in topology.subtopologies:
-                names.update(s.source_topics)
-                names.update(s.repartition_sink_topics)
-                names.update(t.name for t in s.repartition_source_topics)
-                names.update(t.name for t in s.state_changelog_topics)
-            denied = names - authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names)
-            if denied:
-                return _error(ke.TopicAuthorizationFailedError.errno,
-                              f"Unauthorized to DESCRIBE on topics {', '.join(sorted(denied))}.")
     endpoint = None if req.user_endpoint is None else Endpoint(req.user_endpoint.host, req.user_endpoint.port)
     data = StreamsHeartbeatData(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
@@ -107,9 +119,21 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, req: StreamsGroupH
         return _error(result.error, result.message)
     status = list(result.status or ())  # Kafka 4.3.1 answers an empty list, never null
     if result.internal_topics:
-        denied = _create_internal_topics(ctx, result.internal_topics)
+        settings = ctx.broker.groups.streams.configs.settings_for(req.group_id)
+        denied = _create_internal_topics(ctx, result.internal_topics, 2 * settings.session_timeout_ms / 1000)
+        missing = next((i for i, (code, _d) in enumerate(status) if code == MISSING_INTERNAL_TOPICS), None)
         if denied:
-            status.append((MISSING_INTERNAL_TOPICS, f"Unauthorized to CREATE on topics {', '.join(sorted(denied))}."))
+            text = f"Unauthorized to CREATE on topics {','.join(sorted(denied))}."
+            if missing is None:
+                status.append((MISSING_INTERNAL_TOPICS, text))
+            else:
+                status[missing] = (MISSING_INTERNAL_TOPICS, f"{status[missing][1]}; {text}")
+        failed = _recent_errors(ctx.broker, result.internal_topics)
+        if failed and missing is not None:
+            listed = ",".join(f"{t} ({m})" for t, m in failed[:3])
+            if len(failed) > 3:
+                listed = f"{listed} and {len(failed) - 3} more"
+            status[missing] = (MISSING_INTERNAL_TOPICS, f"{status[missing][1]}; Creation failed: {listed}.")
     tasks = result.tasks
     by_endpoint = None
     if result.partitions_by_endpoint is not None:
@@ -130,7 +154,23 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, req: StreamsGroupH
              partitions_by_user_endpoint=by_endpoint)
 
 
-def _create_internal_topics(ctx: RequestContext, topics: dict[str, InternalTopic]) -> set[str]:
+def _valid_topic_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except Exception:
+        return False
+    return True
+
+
+def _recent_errors(state, topics) -> list[tuple[str, str]]:
+    errors = _creation_errors.get(state) or {}
+    now = time.monotonic()
+    for name in [n for n, (_m, until) in errors.items() if until <= now]:
+        del errors[name]
+    return [(n, errors[n][0]) for n in topics if n in errors]
+
+
+def _create_internal_topics(ctx: RequestContext, topics: dict[str, InternalTopic], error_ttl_s: float) -> set[str]:
     """Start creating the missing internal topics the caller may create (CREATE on the cluster, else on
     each topic, as Kafka); returns the names it may not create."""
     names = set(topics)
@@ -141,11 +181,16 @@ def _create_internal_topics(ctx: RequestContext, topics: dict[str, InternalTopic
     todo = [topics[n] for n in sorted(names - denied) if n not in creating]
     if todo:
         creating.update(t.name for t in todo)
-        asyncio.get_running_loop().create_task(_create(ctx.broker, todo), name="streams-internal-topics")
+        asyncio.get_running_loop().create_task(_create(ctx.broker, todo, error_ttl_s), name="streams-internal-topics")
     return denied
 
 
-async def _create(state, topics: list[InternalTopic]) -> None:
+async def _create(state, topics: list[InternalTopic], error_ttl_s: float) -> None:
+    errors = _creation_errors.setdefault(state, {})
+
+    def failed(name: str, message: str) -> None:
+        log.warning("creating internal topic %s failed: %s", name, message)
+        errors[name] = (message, time.monotonic() + error_ttl_s)
     try:
         for t in topics:
             if state.catalog.get(t.name) is not None:
@@ -156,12 +201,14 @@ async def _create(state, topics: list[InternalTopic]) -> None:
                 if state.cluster is not None:
                     code = await state.cluster.create_topic(t.name, t.partitions, rf, configs)
                     if code not in (0, ke.TopicAlreadyExistsError.errno):
-                        log.warning("creating internal topic %s failed: error %d", t.name, code)
+                        failed(t.name, ke.for_code(code).__name__)
+                        continue
                 else:
                     await state.catalog.create_async(t.name, t.partitions, rf, configs, exist_ok=True)
+                errors.pop(t.name, None)
                 log.info("created streams internal topic %s (%d partitions)", t.name, t.partitions)
-            except Exception as exc:  # the next heartbeat reports it missing again and retries
-                log.warning("creating internal topic %s failed: %r", t.name, exc)
+            except Exception as exc:  # reported by the next heartbeats, which retry
+                failed(t.name, str(exc) or type(exc).__name__)
     finally:
         for t in topics:
             _creating.get(state, set()).discard(t.name)

@@ -521,3 +521,45 @@ def test_sticky_assignment_with_standbys(streams_broker):
         assert targets() == {"m1": ({"0": [0, 1], "1": [0, 1]}, {"0": [3, 4]}),
                              "m2": ({"0": [3, 4], "1": [3, 4]}, {"0": [2, 5]}),
                              "m3": ({"0": [2, 5], "1": [2, 5]}, {"0": [0, 1]})}
+
+
+def test_topology_names_checked(streams_broker):
+    bs = streams_broker.bootstrap
+    group = unique("sg-app")
+    source = create_topic(bs, unique("sg-in"), 1)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        topo = topology(source, group, stateful=False, repartition=False)
+        topo.subtopologies[0].source_topics = [source, "__consumer_offsets"]
+        r = hb(c, group, "m1", 0, topo=topo)
+        assert (r.error_code, r.error_message) == (
+            STREAMS_INVALID_TOPOLOGY, "Use of Kafka internal topics __consumer_offsets in a Kafka Streams topology is "
+                                      "prohibited."), r
+        topo.subtopologies[0].source_topics = [source, "bad topic", "ok"]
+        r = hb(c, group, "m1", 0, topo=topo)
+        assert (r.error_code, r.error_message) == (STREAMS_INVALID_TOPOLOGY,
+                                                   "Topic names bad topic are not valid topic names."), r
+
+
+def test_internal_topic_creation_failure_reported(streams_broker):
+    """An internal topic the broker cannot create (replication factor 3 on one broker): the next heartbeats
+    say why in the MISSING_INTERNAL_TOPICS status."""
+    bs = streams_broker.bootstrap
+    group = unique("sg-app")
+    source = create_topic(bs, unique("sg-in"), 1)
+    with RawClient(bs) as c:
+        ready_coordinator(c, group)
+        no_initial_delay(c, group)
+        topo = topology(source, group, repartition=False)
+        topo.subtopologies[0].state_changelog_topics[0].replication_factor = 3
+        r = hb(c, group, "m1", 0, topo=topo)
+        assert r.error_code == 0 and MISSING_INTERNAL_TOPICS in statuses(r), r
+        changelog = f"{group}-store-changelog"
+
+        def reported():
+            r = hb(c, group, "m1", 0, topo=topo)
+            return "; Creation failed: " in statuses(r).get(MISSING_INTERNAL_TOPICS, "") and r
+        r = wait_until(reported, timeout=20, interval=0.5, what="the creation error in the status")
+        detail = statuses(r)[MISSING_INTERNAL_TOPICS]
+        assert detail.startswith(f"Internal topics are missing: {changelog}; Creation failed: {changelog} ("), detail
+
