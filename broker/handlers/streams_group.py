@@ -233,9 +233,18 @@ async def handle_streams_group_describe(ctx: RequestContext, req: StreamsGroupDe
             out.append(failed(group_id, code, message))
             continue
         members = [_described_member(m, group.target.get(m.member_id)) for m in group.members.values()]
+        topology = _described_topology(group)
+        if ctx.broker.authorizer is not None and topology is not None:
+            names = {n for sub in topology.subtopologies for n in [
+                *sub.source_topics, *sub.repartition_sink_topics, *(t.name for t in sub.state_changelog_topics),
+                *(t.name for t in sub.repartition_source_topics)]}
+            if authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names) < names:  # as Kafka's KafkaApis
+                out.append(failed(group_id, ke.TopicAuthorizationFailedError.errno,
+                                  "The described group uses topics that the client is not authorized to describe."))
+                continue
         out.append(D(error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
                      group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-                     topology=_described_topology(group), members=members,
+                     topology=topology, members=members,
                      authorized_operations=bitfield(authorized_operations(ctx, acl.GROUP, group_id))
                      if req.include_authorized_operations else -2**31))
     return StreamsGroupDescribeResponse(throttle_time_ms=0, groups=denied + out)
