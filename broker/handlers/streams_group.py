@@ -40,6 +40,7 @@ D = StreamsGroupDescribeResponse.DescribedGroup
 # errors (topic -> (message, monotonic expiry)) that heartbeats report, as Kafka's topic creation error cache
 _creating: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
 _creation_errors: "weakref.WeakKeyDictionary[object, dict[str, tuple[str, float]]]" = weakref.WeakKeyDictionary()
+_tasks: set[asyncio.Task] = set()
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
@@ -181,7 +182,10 @@ def _create_internal_topics(ctx: RequestContext, topics: dict[str, InternalTopic
     todo = [topics[n] for n in sorted(names - denied) if n not in creating]
     if todo:
         creating.update(t.name for t in todo)
-        asyncio.get_running_loop().create_task(_create(ctx.broker, todo, error_ttl_s), name="streams-internal-topics")
+        task = asyncio.get_running_loop().create_task(_create(ctx.broker, todo, error_ttl_s),
+                                                      name="streams-internal-topics")
+        _tasks.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(_tasks.discard)
     return denied
 
 
