@@ -40,7 +40,7 @@ D = StreamsGroupDescribeResponse.DescribedGroup
 # errors (topic -> (message, monotonic expiry)) that heartbeats report, as Kafka's topic creation error cache
 _creating: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
 _creation_errors: "weakref.WeakKeyDictionary[object, dict[str, tuple[str, float]]]" = weakref.WeakKeyDictionary()
-_tasks: set[asyncio.Task] = set()
+_creation_tasks: set[asyncio.Task] = set()
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
@@ -184,8 +184,8 @@ def _create_internal_topics(ctx: RequestContext, topics: dict[str, InternalTopic
         creating.update(t.name for t in todo)
         task = asyncio.get_running_loop().create_task(_create(ctx.broker, todo, error_ttl_s),
                                                       name="streams-internal-topics")
-        _tasks.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(_tasks.discard)
+        _creation_tasks.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(_creation_tasks.discard)
     return denied
 
 
