@@ -61,6 +61,8 @@ TOOLS: dict[str, tuple[str, ...]] = {
     "kafka-console-producer": ("org.apache.kafka.tools.ConsoleProducer",),
     "kafka-console-consumer": ("org.apache.kafka.tools.consumer.ConsoleConsumer",),
     "kafka-consumer-groups": ("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",),
+    "kafka-share-groups": ("org.apache.kafka.tools.consumer.group.ShareGroupCommand",),
+    "kafka-streams-groups": ("org.apache.kafka.tools.streams.StreamsGroupCommand",),
     "kafka-transactions": ("org.apache.kafka.tools.TransactionsCommand",),
     "kafka-dump-log": ("org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments"),
     "kafka-get-offsets": ("org.apache.kafka.tools.GetOffsetShell",),
