@@ -25,8 +25,8 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * broker creates both internal topics (streams groups: the group coordinator asks for them).
  *
  * Usage: StreamsEosApp bootstrap applicationId inputTopic outputTopic stateDir
- * Prints "STATE <new> <old>" on every state change and, when stopped by SIGTERM, one summary line
- * "CLOSED processed=N state=S".
+ * Prints "STATE <new> <old>" on every state change, "ERROR <exception>" for an uncaught exception (which
+ * shuts the instance down) and, when stopped by SIGTERM, one summary line "CLOSED processed=N state=S".
  */
 public class StreamsEosApp {
     public static void main(String[] args) throws Exception {
@@ -63,8 +63,9 @@ public class StreamsEosApp {
         streams.setUncaughtExceptionHandler(e -> {
             System.out.println("ERROR " + e);
             System.out.flush();
+            // no silent retries: any uncaught exception ends the instance (state ERROR) and fails the test
             return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse
-                .REPLACE_THREAD;
+                .SHUTDOWN_CLIENT;
         });
         CountDownLatch done = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
