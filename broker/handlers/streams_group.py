@@ -118,6 +118,8 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, req: StreamsGroupH
     result = ctx.broker.groups.streams.heartbeat(data)
     if result.error:
         return _error(result.error, result.message)
+    if (code := await ctx.broker.groups.durable(req.group_id)):  # cluster: the records replicated before the answer
+        return _error(code)
     status = list(result.status or ())  # Kafka 4.3.1 answers an empty list, never null
     if result.internal_topics:
         settings = ctx.broker.groups.streams.configs.settings_for(req.group_id)

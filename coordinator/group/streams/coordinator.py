@@ -705,8 +705,11 @@ class StreamsGroupCoordinator:
         """(error, message, group) as StreamsGroupDescribe reports a group."""
         if not group_id:
             return ke.InvalidGroupIdError.errno, None, None
-        if self.rt.topic_exists and self.rt.is_loading(self.rt.partition_for(group_id)):
+        partition = self.rt.partition_for(group_id)
+        if self.rt.topic_exists and self.rt.is_loading(partition):
             return ke.CoordinatorLoadInProgressError.errno, None, None
+        if self.rt.owned is not None and partition not in self.rt.owned:  # a cluster: not this node's group
+            return ke.NotCoordinatorError.errno, None, None
         group = self.groups.get(group_id)
         if group is not None:
             if group.configured is None and group.topology is not None:

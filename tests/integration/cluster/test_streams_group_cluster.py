@@ -13,6 +13,7 @@ from tests.integration.groups.test_streams_group_protocol import (
     join_until_assigned,
     topology,
 )
+from minikafka.coordinator.partitioning import partition_for
 from tests.support.cluster_harness import Cluster, running
 from tests.support.group_helpers import create_topic
 from tests.support.helpers import RawClient, metadata_raw, wait_until
@@ -41,12 +42,18 @@ def test_streams_group_on_a_cluster(tmp_path):
         coord = _coordinator(cluster, first)
         topo = topology(source, GROUP)
         with RawClient(cluster.nodes[coord].bootstrap) as c:
+            # the first writes wait for the new __consumer_offsets partition's followers (retriable errors)
+            wait_until(lambda: hb(c, GROUP, "m1", 0, topo=topo).error_code == 0, 30, 0.3, "the first heartbeat")
             st = join_until_assigned(c, GROUP, "m1", topo, timeout=60)
             assert st["active"] == {"0": {0, 1, 2}, "1": {0, 1, 2}}
             md = metadata_raw(c, [f"{GROUP}-agg-repartition", f"{GROUP}-store-changelog"], version=12)
             assert [len(t.partitions) for t in md.topics] == [3, 3]
             assert all(len(p.replica_nodes) == 3 for t in md.topics for p in t.partitions)
             before = describe(c, GROUP)
+            # every replica of the group's partition in sync before its leader dies
+            partition = partition_for(GROUP, 3)
+            wait_until(lambda: len(metadata_raw(c, ["__consumer_offsets"]).topics[0].partitions[partition].isr_nodes)
+                       == 3, 30, 0.3, "the group's partition fully replicated")
         cluster.kill(coord)
         survivor = next(n for n in cluster.brokers if n != coord)
         def loaded_elsewhere() -> int:
