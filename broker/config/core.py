@@ -113,8 +113,6 @@ DEFAULTS: dict[str, str] = {
     "minikafka.log.recovery.progress.interval.ms": "5000",
     # Test-only: sleep this long before opening each background batch of partition logs (slow recovery)
     "minikafka.test.log.open.delay.ms": "0",
-    # Test-only: the streams.version level assumed while minikafka does not finalize it (streams groups, KIP-1071)
-    "minikafka.test.streams.version": "",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",

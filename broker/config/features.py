@@ -39,6 +39,7 @@ METADATA_VERSION = "metadata.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
+STREAMS_VERSION = "streams.version"
 
 INVALID_UPDATE_VERSION = ke.InvalidUpdateVersionError.errno
 
@@ -74,11 +75,12 @@ SUPPORTED: dict[str, FeatureSpec] = {spec.name: spec for spec in (
     FeatureSpec(TRANSACTION_VERSION, 0, 2, 2),
     FeatureSpec(GROUP_VERSION, 0, 1, 1),
     FeatureSpec(SHARE_VERSION, 0, 1, 1),  # share groups (KIP-932)
+    FeatureSpec(STREAMS_VERSION, 0, 1, 1),  # streams groups (KIP-1071)
 )}
 
-# Kafka 4.3 finalizes these too, but their behaviour is not here yet: streams groups (KIP-1071), eligible leader replicas (KIP-966); a dynamic quorum (kraft.version 1, KIP-853). Data
+# Kafka 4.3 finalizes these too, but their behaviour is not here yet: eligible leader replicas (KIP-966); a dynamic quorum (kraft.version 1, KIP-853). Data
 # dirs written by minikafka releases that still claimed them have them dropped at load.
-NOT_IMPLEMENTED = frozenset({"streams.version", "eligible.leader.replicas.version",
+NOT_IMPLEMENTED = frozenset({"eligible.leader.replicas.version",
                              "kraft.version"})
 
 

@@ -288,8 +288,6 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
         (("minikafka.faults.enable",),
          "Fault injection for client tests (`/faults` on the admin listener). Never in production."),
         (("minikafka.test.log.open.delay.ms",), "Tests only: a pause before each background batch of partition logs (slow recovery)."),
-        (("minikafka.test.streams.version",),
-         "Tests only: the `streams.version` level the streams group APIs assume while it is not finalized."),
     )),
 )
 

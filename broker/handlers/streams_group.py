@@ -46,16 +46,12 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 
 def streams_protocol_enabled(ctx: RequestContext) -> bool:
     """Kafka serves the streams protocol only with `streams` in group.coordinator.rebalance.protocols and
-    streams.version >= 1 finalized; otherwise both APIs answer UNSUPPORTED_VERSION.
-    `minikafka.test.streams.version` (tests only) stands in for the finalized level while minikafka does
-    not finalize streams.version itself."""
+    streams.version >= 1 finalized; otherwise both APIs answer UNSUPPORTED_VERSION."""
     state = ctx.broker
     protocols = (state.config.get("group.coordinator.rebalance.protocols") or "").split(",")
     if "streams" not in (p.strip().lower() for p in protocols):
         return False
-    level = state.features.level(STREAMS_VERSION)
-    test_level = state.config.get("minikafka.test.streams.version")
-    return max(level, int(test_level) if test_level else 0) >= 1
+    return state.features.level(STREAMS_VERSION) >= 1
 
 
 def _tasks(items) -> dict[str, frozenset[int]] | None:

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 CONFIG = {"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "2000",
           "broker.heartbeat.interval.ms": "400", "group.initial.rebalance.delay.ms": "0",
-          "offsets.topic.num.partitions": "3", "minikafka.test.streams.version": "1",
+          "offsets.topic.num.partitions": "3",
           "group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",
           "default.replication.factor": "3"}
 GROUP = "sg-cluster-app"

@@ -48,15 +48,13 @@ EXPECTED = dict(EXPECTED)
 
 @pytest.fixture(scope="module")
 def streams_app_broker(request, tmp_path_factory):
-    """The broker under test; minikafka with `minikafka.test.streams.version=1` (it does not finalize
-    streams.version itself yet: without it StreamsGroupHeartbeat answers UNSUPPORTED_VERSION, as Kafka's
-    would with the feature off) and otherwise Kafka's streams-group defaults (45 s session timeout)."""
+    """The broker under test; minikafka with Kafka's streams-group defaults (45 s session timeout)."""
     if broker_kind(request.config) != "minikafka":
         yield _other_broker(request)
         return
     d = tmp_path_factory.mktemp("streams-app") / "data"
     d.mkdir()
-    b = BrokerProcess(d, {**FAST_GROUPS, "minikafka.test.streams.version": "1"}).start()
+    b = BrokerProcess(d, FAST_GROUPS).start()
     yield b
     if b.alive():
         b.stop()

@@ -29,11 +29,9 @@ STALE_MEMBER_EPOCH = ke.StaleMemberEpochError.errno
 STREAMS_INVALID_TOPOLOGY = 130
 MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED = 1, 3, 5
 
-# minikafka: the streams protocol on (streams.version is not finalized by minikafka yet), no initial
-# rebalance delay, a 6 s session
+# minikafka: no initial rebalance delay, a 6 s session
 STREAMS_BROKER = {
     "group.initial.rebalance.delay.ms": "0",
-    "minikafka.test.streams.version": "1",
     "group.streams.initial.rebalance.delay.ms": "0",
     "group.streams.assignment.interval.ms": "0",
     "group.streams.heartbeat.interval.ms": "1000",

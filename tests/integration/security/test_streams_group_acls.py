@@ -31,8 +31,7 @@ def secured(request, tmp_path_factory):
         return
     d = tmp_path_factory.mktemp("acl") / "data"
     d.mkdir()
-    b = BrokerProcess(d, {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true",
-                          "minikafka.test.streams.version": "1"}).start()
+    b = BrokerProcess(d, {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}).start()
     try:
         yield b.bootstrap
     finally:
