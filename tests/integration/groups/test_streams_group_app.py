@@ -209,3 +209,55 @@ def test_streams_eos_app_survives_instance_kill(streams_app_broker, tmp_path):
         reader.close()
         closed = {name: inst.terminate() for name, inst in instances.items()}
     assert all(c.startswith("CLOSED ") and c.endswith("state=NOT_RUNNING") for c in closed.values()), closed
+
+
+@pytest.mark.serial
+@pytest.mark.minikafka_only
+@pytest.mark.timeout(420)
+def test_streams_eos_app_survives_broker_kill(broker_factory, tmp_path):
+    """The same app and check, with the broker killed -9 while input flows and restarted on its data dir: the
+    streams group, its offsets and the open transactions come back from the logs (aborted or completed), and
+    the sums end exact."""
+    from confluent_kafka import Producer
+
+    lab.fetch()
+    broker = broker_factory(FAST_GROUPS)
+    bs = broker.bootstrap
+    app_id = unique("streams-eos-bk")
+    input_topic = create_topic(bs, unique("streams-in"), INPUT_PARTITIONS)
+    output_topic = create_topic(bs, unique("streams-out"), 2)
+    instances = {name: Instance(bs, app_id, input_topic, output_topic, tmp_path / name) for name in ("a", "b")}
+    reader = None
+    try:
+        wait_until(lambda: all(i.running() for i in instances.values()), timeout=90, interval=0.5,
+                   what="both Streams instances RUNNING")
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "enable.idempotence": True})
+        for chunk, start in enumerate(range(0, RECORDS, CHUNK)):
+            for i in range(start, start + CHUNK):
+                p.produce(input_topic, key=f"r{i}".encode(), value=f"{word(i)}:{amount(i)}".encode())
+            assert p.flush(60) == 0
+            time.sleep(0.3)
+            if chunk == 6:
+                broker.kill()
+                broker.start()
+        reader = OutputReader(bs, output_topic)
+
+        def converged():
+            reader.poll(1.0)
+            return reader.last == EXPECTED
+        try:
+            wait_until(converged, timeout=180, interval=0.5, what="the output's sums to reach the expected ones")
+        except Exception:
+            diff = {k: (reader.last.get(k), v) for k, v in EXPECTED.items() if reader.last.get(k) != v}
+            raise AssertionError(f"sums (got, expected) that differ: {diff}\n"
+                                 f"a:\n{instances['a'].tail()}\nb:\n{instances['b'].tail()}")
+        reader.poll(2.0)
+        assert reader.last == EXPECTED
+        for k, vs in reader.seen.items():
+            assert vs == sorted(vs) and vs[-1] == EXPECTED[k], (k, vs)
+    finally:
+        if reader is not None:
+            reader.close()
+        for inst in instances.values():
+            inst.terminate()
+    assert "Traceback" not in broker.log_text()
