@@ -168,7 +168,7 @@ def run(seeds: str, ver: str | None = None, records: int = DEFAULT_RECORDS, time
         out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         out += "\n(killed: the test binary outlived its timeout)"
     results = {t: "MISSING" for t in tests}
-    for m in re.finditer(r"^\s*--- (PASS|FAIL|SKIP): (\w+) ", out, re.M):
+    for m in re.finditer(r"--- (PASS|FAIL|SKIP): (\w+) \(", out):
         if m.group(2) in results:
             results[m.group(2)] = m.group(1)
     return all(v == "PASS" for v in results.values()), results, out
