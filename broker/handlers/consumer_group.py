@@ -71,6 +71,10 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGrou
         topic_filter=(lambda names: authorized_names(ctx, acl.DESCRIBE, acl.TOPIC, names))
         if ctx.broker.authorizer is not None else None)
     result = ctx.broker.groups.consumer.heartbeat(data, ctx.api_version)
+    if result.error == 0 and (code := await ctx.broker.groups.durable(req.group_id)):
+        # a cluster: the member's new epoch and assignment are replicated before it hears of them
+        return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=None, member_id=None,
+                                              member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     assignment = None
     if result.error == 0 and result.assignment is not None:
         assignment = ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=[

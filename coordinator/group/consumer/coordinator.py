@@ -731,6 +731,8 @@ class ConsumerGroupCoordinator(ClassicMembers):
             return 0, None, group
         if group_id in self.classic.groups:
             return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group", None
+        if any(group_id in getattr(getattr(self, part, None), "groups", ()) for part in ("streams", "share")):
+            return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
         return GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:

@@ -176,3 +176,22 @@ def test_fetch_of_a_share_partition_the_group_never_assigned(group_broker):
         r = fetch(c, unique("sg-none"), member(), 0, tid, wait_ms=500)
         assert r.error_code == 0
         assert [(p.partition_index, p.error_code) for t in r.responses for p in t.partitions] == [(0, -1)]
+
+
+def test_a_group_id_belongs_to_one_kind_of_group(group_broker):
+    """A share group is not a consumer group, and a consumer group not a share group (Kafka's messages)."""
+    from tests.support.consumer_protocol_helpers import describe as cg_describe, heartbeat as cg_heartbeat
+    bs = group_broker.bootstrap
+    topic = create_topic(bs, unique("sg-kind"), 1)
+    share_group, consumer_group = unique("sg-kind"), unique("cg-kind")
+    with RawClient(bs) as c:
+        ready_coordinator(c, share_group)
+        assert hb(c, share_group, member(), 0, [topic]).error_code == 0
+        d = cg_describe(c, share_group)[share_group]
+        assert (d.error_code, d.error_message) == (GROUP_ID_NOT_FOUND, f"Group {share_group} is not a consumer group.")
+        ready_coordinator(c, consumer_group)
+        assert cg_heartbeat(c, consumer_group, member(), 0, topics=[topic]).error_code == 0
+        d = describe(c, consumer_group)
+        assert (d.error_code, d.error_message) == (GROUP_ID_NOT_FOUND, f"Group {consumer_group} is not a share group.")
+        r = hb(c, consumer_group, member(), 0, [topic])
+        assert (r.error_code, r.error_message) == (GROUP_ID_NOT_FOUND, f"Group {consumer_group} is not a share group.")
