@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-from minikafka.protocol.record_batch import iter_headers
+from minikafka.coordinator.state_log import replay_partition
 from minikafka.coordinator.group.consumer import records as consumer_records
 from minikafka.coordinator.group.streams import records as streams_records
 from minikafka.coordinator.group.share import records as share_records
@@ -32,7 +32,6 @@ from minikafka.coordinator.group.records import (
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK = 1 << 20
 
 
 def replay_batch(coordinator: GroupCoordinator, batch: bytes, from_offset: int = 0) -> int:
@@ -79,21 +78,7 @@ def replay_batch(coordinator: GroupCoordinator, batch: bytes, from_offset: int =
 async def load_partition(coordinator: GroupCoordinator, plog: Any, partition: int) -> int:
     """Replay one partition from its log start to the log end offset seen when loading starts."""
     t0 = time.monotonic()
-    offset, end = plog.log_start_offset, plog.log_end_offset
-    records = 0
-    while offset < end:
-        data = plog.read(offset, READ_CHUNK, max_offset=end)
-        if not data:
-            break
-        progressed = False
-        for pos, header in iter_headers(data):
-            if header.last_offset >= offset:
-                records += replay_batch(coordinator, bytes(data[pos:pos + header.size]), offset)
-                offset = header.last_offset + 1
-                progressed = True
-        if not progressed:
-            break
-        await asyncio.sleep(0)
+    records = await replay_partition(plog, lambda batch, offset: replay_batch(coordinator, batch, offset))
     coordinator.on_partition_loaded(partition)
     if records:
         log.info("loaded %s-%d: %d records in %.0f ms", OFFSETS_TOPIC, partition, records,

@@ -9,7 +9,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from minikafka.protocol.record_batch import iter_headers
+from minikafka.coordinator.state_log import replay_partition
 from minikafka.coordinator.group.records import ControlMarker, iter_batch_records
 from minikafka.coordinator.share.config import SHARE_STATE_TOPIC
 from minikafka.coordinator.share.records import RecordFormatError, decode_key, decode_value
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK = 1 << 20
 
 
 def replay_batch(shard: ShareShard, batch: bytes, from_offset: int = 0) -> int:
@@ -45,21 +44,7 @@ def replay_batch(shard: ShareShard, batch: bytes, from_offset: int = 0) -> int:
 async def load_partition(shard: ShareShard, plog: Any, partition: int) -> int:
     """Replay one partition into `shard`; returns the number of records applied."""
     t0 = time.monotonic()
-    offset, end = plog.log_start_offset, plog.log_end_offset
-    records = 0
-    while offset < end:
-        data = plog.read(offset, READ_CHUNK, max_offset=end)
-        if not data:
-            break
-        progressed = False
-        for pos, header in iter_headers(data):
-            if header.last_offset >= offset:
-                records += replay_batch(shard, bytes(data[pos:pos + header.size]), offset)
-                offset = header.last_offset + 1
-                progressed = True
-        if not progressed:
-            break
-        await asyncio.sleep(0)
+    records = await replay_partition(plog, lambda batch, offset: replay_batch(shard, batch, offset))
     if records:
         log.info("loaded %s-%d: %d records, %d share-partitions in %.0f ms", SHARE_STATE_TOPIC, partition, records,
                  len(shard.states), (time.monotonic() - t0) * 1000)
