@@ -233,8 +233,8 @@ class SharePartitionManager:
 
     def _arm_timer(self, group_id: str, topic: str, sp: SharePartition) -> None:
         entry = self.entries.get((group_id, sp.topic_id, sp.partition_index))
-        if entry is None:
-            return
+        if entry is None or entry.partition is not sp:
+            return  # a share-partition dropped meanwhile: the one loaded in its place keeps its own timer
         deadline = sp.next_deadline()
         if entry.timer is not None:
             entry.timer.cancel()
@@ -246,6 +246,10 @@ class SharePartitionManager:
         entry.timer = loop.call_later(delay, self._expire, group_id, topic, sp)
 
     def _expire(self, group_id: str, topic: str, sp: SharePartition) -> None:
+        entry = self.entries.get((group_id, sp.topic_id, sp.partition_index))
+        if entry is None or entry.partition is not sp:
+            return
+        entry.timer = None
         if sp.expire_locks(self.now_ms()):
             self._persist_soon(group_id, topic, sp)
             self.notify((topic, sp.partition_index))
