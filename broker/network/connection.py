@@ -723,10 +723,12 @@ class Connection(asyncio.BufferedProtocol):
         if self.closed and not self.admitted:
             return
         self.closed = True
-        try:
-            self.state.connection_closed(self.peer)
-        except Exception:
-            log.exception("connection %s: releasing its share sessions failed", self.peer)
+        closed = getattr(self.state, "connection_closed", None)  # share sessions of this connection go
+        if closed is not None:
+            try:
+                closed(self.peer)
+            except Exception:
+                log.exception("connection %s: releasing its share sessions failed", self.peer)
         if self._waiter is not None:
             self.pool.cancel(self._waiter)
             self._waiter = None
