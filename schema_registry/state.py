@@ -55,6 +55,7 @@ class RegistryState:
     modes: dict[str | None, str] = field(default_factory=dict)
     max_id: int = 0
     applied: int = 0  # records applied (replay and writes)
+    next_offset: int = 0  # the store's first offset not yet applied (store.py)
 
     # ================================================================ applying records
 

@@ -39,20 +39,20 @@ class LogStore:
         import time
         self.plog = plog
         self._clock = clock or time.time
-        self.next_offset = 0  # the first offset not yet applied
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         self.plog.append(build_batch(records, int(self._clock() * 1000)), origin=AppendOrigin.COORDINATOR)
 
     def catch_up(self, state: RegistryState, max_chunks: int | None = None) -> bool:
-        """Apply the records from `next_offset` to the log end; False if `max_chunks` stopped it first."""
+        """Apply the records from the state's `next_offset` to the log end; False if `max_chunks` stopped it
+        first."""
         plog = self.plog
-        offset = max(self.next_offset, plog.log_start_offset)
+        offset = max(state.next_offset, plog.log_start_offset)
         end = plog.log_end_offset
         chunks = 0
         while offset < end:
             if max_chunks is not None and chunks >= max_chunks:
-                self.next_offset = offset
+                state.next_offset = offset
                 return False
             data = plog.read(offset, READ_CHUNK, max_offset=end)
             chunks += 1
@@ -69,7 +69,7 @@ class LogStore:
                 progressed = True
             if not progressed:
                 break
-        self.next_offset = max(offset, self.next_offset)
+        state.next_offset = max(offset, state.next_offset)
         return True
 
     async def replay(self, state: RegistryState) -> None:
@@ -90,15 +90,14 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes | None]] = []
-        self.next_offset = 0
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         self.records += records
 
     def catch_up(self, state: RegistryState, max_chunks: int | None = None) -> bool:
-        for offset in range(self.next_offset, len(self.records)):
+        for offset in range(state.next_offset, len(self.records)):
             _apply(state, offset, *self.records[offset])
-        self.next_offset = len(self.records)
+        state.next_offset = len(self.records)
         return True
 
     async def replay(self, state: RegistryState) -> None:
