@@ -146,7 +146,7 @@ class SchemaRegistry:
     def _find_version(self, subject: str, version: str | int, deleted: bool = False) -> Version:
         wanted = parse_version(version)
         live = self.state.versions(subject, deleted)
-        if not self.state.subjects.get(subject) or (not live and wanted is None):
+        if not live:
             raise errors.subject_not_found(subject)
         if wanted is None:
             return live[-1]
@@ -206,7 +206,7 @@ class SchemaRegistry:
         return self.state.referenced_by(subject, entry.version)
 
     def lookup(self, subject: str, body: object, normalize: bool = False, deleted: bool = False) -> dict:
-        if not self.state.subjects.get(subject):
+        if not self.state.versions(subject, deleted):
             raise errors.subject_not_found(subject)
         stored, _ = self._parse_request(body, normalize)
         for entry in reversed(self.state.versions(subject, deleted)):
@@ -312,6 +312,8 @@ class SchemaRegistry:
         level = self.state.compatibility(subject)
         if version is None:  # every version the level names
             previous = [(e.version, e.schema.schema, self._avro(e.schema)) for e in self.state.versions(subject)]
+        elif parse_version(version) is None and not self.state.versions(subject):
+            previous = []  # nothing registered yet: anything is compatible with the latest of nothing
         else:
             entry = self._find_version(subject, version)
             previous = [(entry.version, entry.schema.schema, self._avro(entry.schema))]

@@ -178,3 +178,19 @@ def test_replay_rebuilds_the_same_state_and_tombstones_remove() -> None:
     store.records.append((r.noop_key(), None))
     reg.refresh()
     fails(40408, reg.get_config, "t")
+
+
+def test_a_subject_whose_versions_are_all_soft_deleted_is_not_found(reg: SchemaRegistry) -> None:
+    run(reg.register("s", record("a")))
+    run(reg.delete_subject("s"))
+    fails(40401, reg.version, "s", 1)
+    fails(40401, reg.version, "s", "latest")
+    fails(40401, reg.lookup, "s", record("a"))
+    assert reg.lookup("s", record("a"), deleted=True)["version"] == 1
+    assert reg.version("s", 1, deleted=True)["id"] == 1
+
+
+def test_compatibility_of_a_new_subject(reg: SchemaRegistry) -> None:
+    assert reg.check_compatibility("new", "latest", record("a")) == {"is_compatible": True}
+    assert reg.check_compatibility("new", None, record("a")) == {"is_compatible": True}
+    fails(40401, reg.check_compatibility, "new", 1, record("a"))
