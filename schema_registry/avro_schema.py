@@ -22,11 +22,36 @@ from minikafka.schema_registry import errors
 @dataclass(frozen=True)
 class ParsedAvro:
     schema: Any  # avro.schema.Schema
-    text: str  # what is stored and served: the schema's JSON, compact (Confluent stores its canonical string)
+    text: str  # what is stored and served: the JSON Avro writes back for the parsed schema, compact (as Confluent
+    # stores Avro's Schema.toString): `{"type": "string"}` and `"string"` are one schema
+
+
+_TYPE_KEYS = ("type", "name", "namespace", "doc", "aliases", "fields", "symbols", "items", "values", "size")
+_FIELD_KEYS = ("name", "type", "doc", "default", "order", "aliases")
+
+
+def _ordered(node: Any, field: bool = False) -> Any:
+    """The JSON with its keys in the order Avro's own Schema.toString writes them (a type's `type` and `name`
+    first, a field's `name` then `type`), the rest after in their order; layout only, the schema is the same."""
+    if isinstance(node, list):
+        return [_ordered(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    first = _FIELD_KEYS if field else _TYPE_KEYS
+    keys = [k for k in first if k in node] + [k for k in node if k not in first]
+    out = {}
+    for k in keys:
+        if k == "fields" and not field and isinstance(node[k], list):
+            out[k] = [_ordered(f, field=True) for f in node[k]]
+        elif k in ("type", "items", "values") or (k == "fields" and not field):
+            out[k] = _ordered(node[k])
+        else:
+            out[k] = node[k]  # defaults, docs, other properties: values, not schemas
+    return out
 
 
 def _compact(value: object, sort: bool) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=sort, ensure_ascii=False)
+    return json.dumps(value if sort else _ordered(value), separators=(",", ":"), sort_keys=sort, ensure_ascii=False)
 
 
 def parse(text: str, references: list[str] = (), normalize: bool = False) -> ParsedAvro:
@@ -37,13 +62,14 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
     try:
         for ref in references:
             avro.schema.make_avsc_object(json.loads(ref), names)
-        data = json.loads(text)
-        schema = avro.schema.make_avsc_object(data, names)
+        referenced = dict(names.names)  # the types the references define: written by name, never inlined
+        schema = avro.schema.make_avsc_object(json.loads(text), names)
+        dump_names = avro.schema.Names(validate_names=True)
+        dump_names.names.update(referenced)
+        canonical = schema.to_json(dump_names)
     except (ValueError, TypeError, KeyError, AttributeError, avro.errors.AvroException) as exc:
         raise errors.invalid_schema(f"{text[:1000]}, details: {exc}") from None
-    if isinstance(data, str):  # a primitive named by a bare string: Confluent's canonical form quotes it
-        return ParsedAvro(schema, json.dumps(data))
-    return ParsedAvro(schema, _compact(data, normalize))
+    return ParsedAvro(schema, _compact(canonical, normalize))
 
 
 def _details(result: Any, old_version: int, old_text: str, level: str) -> list[str]:

@@ -92,3 +92,9 @@ def test_stored_text_is_compact_and_normalize_sorts_keys() -> None:
     reordered = '{"name": "R", "fields": [{"type": "int", "name": "a"}], "type": "record"}'
     assert avro_schema.parse(spaced, normalize=True).text == avro_schema.parse(reordered, normalize=True).text
     assert avro_schema.parse("\"string\"").text == '"string"'
+
+
+def test_equivalent_spellings_are_one_stored_schema() -> None:
+    assert avro_schema.parse('{"type": "string"}').text == avro_schema.parse('"string"').text == '"string"'
+    nested = '{"type": "record", "name": "R", "namespace": "n", "fields": [{"type": "int", "name": "a"}]}'
+    assert avro_schema.parse(nested).text == '{"type":"record","name":"R","namespace":"n","fields":[{"name":"a","type":"int"}]}'

@@ -143,6 +143,7 @@ def test_references(reg: SchemaRegistry) -> None:
             "references": [{"name": "x.Address", "subject": "address", "version": 1}]}
     assert run(reg.register("user", user)) == {"id": 2}
     assert reg.schema_by_id(2)["references"] == [{"name": "x.Address", "subject": "address", "version": 1}]
+    assert "city" not in reg.schema_by_id(2)["schema"]  # the referenced type is named, not inlined
     assert reg.referenced_by("address", 1) == [2]
     fails(42206, reg.delete_version, "address", 1)
     fails(42201, reg.register, "user2", dict(user, references=[]))  # x.Address unknown without the reference
