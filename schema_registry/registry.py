@@ -259,7 +259,8 @@ class SchemaRegistry:
         async with self._lock:
             self.refresh()  # decide on everything the store holds
             self._check_writable(subject)
-            entry = self._find_version(subject, version, deleted=True)
+            # `latest` is the latest live version; a number may name a soft-deleted one (40406 / permanent delete)
+            entry = self._find_version(subject, version, deleted=parse_version(version) is not None)
             if permanent:
                 if not entry.deleted:
                     raise errors.version_not_soft_deleted(subject, entry.version)

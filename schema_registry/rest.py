@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY_BYTES = 16 << 20
 KEEPALIVE_TIMEOUT_S = 75.0
+SHUTDOWN_TIMEOUT_S = 3.0  # at broker stop: requests in flight get this long, then their connections close
 
 REGISTRY: web.AppKey[SchemaRegistry] = web.AppKey("registry", SchemaRegistry)
 
@@ -239,7 +240,7 @@ class RestServer:
 
     async def start(self) -> int:
         runner = web.AppRunner(build_app(self.registry), handle_signals=False, access_log=None,
-                               keepalive_timeout=KEEPALIVE_TIMEOUT_S)
+                               keepalive_timeout=KEEPALIVE_TIMEOUT_S, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context, reuse_address=True)
         try:
