@@ -184,6 +184,15 @@ class SchemaRegistry:
     def id_subjects(self, schema_id: int, deleted: bool = False) -> list[str]:
         return sorted({item["subject"] for item in self.id_versions(schema_id, deleted)})
 
+    def schemas(self, prefix: str = "", deleted: bool = False, latest_only: bool = False) -> list[dict]:
+        """GET /schemas: every version of the matching subjects (or only each one's latest), by subject."""
+        out = []
+        for subject in self.state.live_subjects(deleted):
+            if subject.startswith(prefix):
+                entries = self.state.versions(subject, deleted)
+                out += [self._version_body(e) for e in (entries[-1:] if latest_only else entries)]
+        return out
+
     # ================================================================ /subjects
 
     def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:

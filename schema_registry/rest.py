@@ -82,6 +82,12 @@ async def root(_request: web.Request) -> web.Response:
     return _answer({})
 
 
+@ROUTES.get("/schemas")
+async def schemas(request: web.Request) -> web.Response:
+    return _answer(request.app[REGISTRY].schemas(request.query.get("subjectPrefix", ""), _flag(request, "deleted"),
+                                                 _flag(request, "latestOnly")))
+
+
 @ROUTES.get("/schemas/types")
 async def schema_types(request: web.Request) -> web.Response:
     return _answer(request.app[REGISTRY].schema_types())

@@ -46,6 +46,7 @@ def test_routes() -> None:
                 assert (await call("GET", "/schemas/ids/2/versions"))[1] == [{"subject": "t-value", "version": 2}]
                 assert (await call("GET", "/schemas/ids/2/subjects"))[1] == ["t-value"]
                 assert (await call("GET", "/schemas/ids/x"))[1]["error_code"] == 40403
+                assert [b["version"] for b in (await call("GET", "/schemas?latestOnly=true"))[1]] == [2]
                 assert (await call("POST", "/subjects/t-value", {"schema": V1}))[1]["version"] == 1
                 assert (await call("POST", "/compatibility/subjects/t-value/versions/latest", {"schema": BAD})
                         )[1] == {"is_compatible": False}
