@@ -54,6 +54,65 @@ def _compact(value: object, sort: bool) -> str:
     return json.dumps(value if sort else _ordered(value), separators=(",", ":"), sort_keys=sort, ensure_ascii=False)
 
 
+def _default_error(schema: Any, value: Any) -> str | None:
+    """Why `value` is not a valid default of `schema` (None if it is), as Avro's Java parser checks defaults
+    (Confluent parses with default validation on): a union's default is one of its first branch; bytes and
+    fixed take a JSON string; the values themselves are judged by the library's own `validate`."""
+    kind = schema.type
+    if kind == "union":
+        return _default_error(schema.schemas[0], value)
+    if kind in ("bytes", "fixed"):
+        if not isinstance(value, str) or (kind == "fixed" and len(value) != schema.size):
+            return f"{json.dumps(value)} not a {kind}"
+        return None
+    if kind in ("record", "error"):
+        if not isinstance(value, dict):
+            return f"{json.dumps(value)} not a {schema.fullname}"
+        for field in schema.fields:
+            if field.name in value:
+                error = _default_error(field.type, value[field.name])
+            else:
+                error = None if field.has_default else f"no value for field {field.name}"
+            if error:
+                return error
+        return None
+    if kind == "array":
+        if not isinstance(value, list):
+            return f"{json.dumps(value)} not an array"
+        return next((e for e in (_default_error(schema.items, v) for v in value) if e), None)
+    if kind == "map":
+        if not isinstance(value, dict):
+            return f"{json.dumps(value)} not a map"
+        return next((e for e in (_default_error(schema.values, v) for v in value.values()) if e), None)
+    if kind in ("float", "double") and value in ("NaN", "Infinity", "-Infinity"):
+        return None  # JSON has no literal for these; Avro takes the strings
+    if isinstance(value, bool) and kind != "boolean":
+        return f"{json.dumps(value)} not a {kind}"  # Python's bool is an int; JSON's is not
+    return None if schema.validate(value) is not None else f"{json.dumps(value)} not a {kind}"
+
+
+def _check_defaults(schema: Any, seen: set[int]) -> None:
+    """Every field default in `schema`, nested types included (each named type once)."""
+    if id(schema) in seen:
+        return
+    seen.add(id(schema))
+    kind = schema.type
+    if kind in ("record", "error"):
+        for field in schema.fields:
+            if field.has_default:
+                error = _default_error(field.type, field.default)
+                if error:
+                    raise avro.errors.SchemaParseException(f"Invalid default for field {field.name}: {error}")
+            _check_defaults(field.type, seen)
+    elif kind == "union":
+        for branch in schema.schemas:
+            _check_defaults(branch, seen)
+    elif kind == "array":
+        _check_defaults(schema.items, seen)
+    elif kind == "map":
+        _check_defaults(schema.values, seen)
+
+
 def parse(text: str, references: list[str] = (), normalize: bool = False) -> ParsedAvro:
     """Parse `text` after the referenced schemas' texts (dependencies first), whose named types it may use.
     `normalize` stores the JSON with its keys sorted, so that schemas differing only in layout and attribute
@@ -64,6 +123,7 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
             avro.schema.make_avsc_object(json.loads(ref), names)
         referenced = dict(names.names)  # the types the references define: written by name, never inlined
         schema = avro.schema.make_avsc_object(json.loads(text), names)
+        _check_defaults(schema, set())
         dump_names = avro.schema.Names(validate_names=True)
         dump_names.names.update(referenced)
         canonical = schema.to_json(dump_names)

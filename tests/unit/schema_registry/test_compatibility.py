@@ -98,3 +98,28 @@ def test_equivalent_spellings_are_one_stored_schema() -> None:
     assert avro_schema.parse('{"type": "string"}').text == avro_schema.parse('"string"').text == '"string"'
     nested = '{"type": "record", "name": "R", "namespace": "n", "fields": [{"type": "int", "name": "a"}]}'
     assert avro_schema.parse(nested).text == '{"type":"record","name":"R","namespace":"n","fields":[{"name":"a","type":"int"}]}'
+
+
+@pytest.mark.parametrize("field, valid", [
+    ({"type": "int", "default": "x"}, False),
+    ({"type": "int", "default": True}, False),
+    ({"type": ["null", "int"], "default": 3}, False),  # a union's default belongs to its first branch
+    ({"type": ["null", "int"], "default": None}, True),
+    ({"type": ["int", "null"], "default": 3}, True),
+    ({"type": "bytes", "default": "\u00ff"}, True),
+    ({"type": {"type": "fixed", "name": "F", "size": 2}, "default": "abc"}, False),
+    ({"type": {"type": "record", "name": "S", "fields": [{"name": "x", "type": "long"}]}, "default": {"x": 1}}, True),
+    ({"type": {"type": "record", "name": "S", "fields": [{"name": "x", "type": "long"}]}, "default": {}}, False),
+    ({"type": {"type": "array", "items": "string"}, "default": ["a", 1]}, False),
+    ({"type": {"type": "map", "values": "long"}, "default": {"k": 2}}, True),
+    ({"type": {"type": "enum", "name": "E", "symbols": ["A"]}, "default": "B"}, False),
+    ({"type": "double", "default": 1}, True),
+    ({"type": "float", "default": "NaN"}, True),
+])
+def test_field_defaults_are_validated(field: dict, valid: bool) -> None:
+    text = record(dict(field, name="f"))
+    if valid:
+        avro_schema.parse(text)
+    else:
+        with pytest.raises(RegistryError, match="Invalid default for field f"):
+            avro_schema.parse(text)
