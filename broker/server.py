@@ -228,10 +228,13 @@ class Broker:
                                "multi-node quorum) for now")
         from minikafka.broker.schema_registry_listener import start_schema_registry
         assert self.state is not None
+        from minikafka.broker.config.core import ConfigError
         try:
             self.schema_registry = await start_schema_registry(self.state, url)
         except OSError as exc:
             raise StartupError(f"cannot bind the schema registry listener {url}: {exc.strerror or exc}") from None
+        except ConfigError as exc:
+            raise StartupError(f"invalid SSL configuration of the schema registry listener: {exc}") from None
 
     async def _warm_up(self) -> None:
         """Handlers, coordinators with state, then every partition log (broker/warmup.py); ready after.

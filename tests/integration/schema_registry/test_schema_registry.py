@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from minikafka.testing import MiniKafka
+from minikafka.testing import MiniKafka, free_port
+from tests.support.tls_certs import Pki
 
 sr = pytest.importorskip("confluent_kafka.schema_registry")
 pytest.importorskip("confluent_kafka.schema_registry.avro")
@@ -135,3 +136,15 @@ def test_rest_answers_and_error_codes() -> None:
         assert http_call(url, "GET", "/no/such/route", conn=conn)[0] == 404
         assert http_call(url, "GET", "/schemas/types", conn=conn)[1] == ["AVRO"]
         conn.close()
+
+
+def test_https_listener(tmp_path) -> None:
+    pki = Pki(tmp_path / "pki")
+    url = f"https://localhost:{free_port('127.0.0.1')}"
+    with MiniKafka(config={"schema.registry.listener": url,
+                           "listener.name.schema_registry.ssl.keystore.type": "PEM",
+                           "listener.name.schema_registry.ssl.keystore.location": pki.path("server.pem")}) as kafka:
+        assert kafka.schema_registry_url == url
+        client = SchemaRegistryClient({"url": url, "ssl.ca.location": pki.path("ca.pem")})
+        assert client.register_schema("tls-value", Schema(USER_V1, "AVRO")) == 1
+        assert client.get_schema(1).schema_str == json.dumps(json.loads(USER_V1), separators=(",", ":"))

@@ -8,9 +8,10 @@ from minikafka.schema_registry.listener import ListenerError, parse_listener
 
 
 def test_parse_listener() -> None:
-    assert parse_listener("http://127.0.0.1:8081") == ("127.0.0.1", 8081)
-    assert parse_listener(" http://localhost:0/ ") == ("localhost", 0)
-    for bad in ("127.0.0.1:8081", "https://h:1", "http://h", "http://h:x", "http://h:1/path", "http://:1"):
+    assert parse_listener("http://127.0.0.1:8081") == ("127.0.0.1", 8081, False)
+    assert parse_listener(" http://localhost:0/ ") == ("localhost", 0, False)
+    assert parse_listener("https://localhost:8443") == ("localhost", 8443, True)
+    for bad in ("127.0.0.1:8081", "ftp://h:1", "http://h", "http://h:x", "http://h:1/path", "http://:1"):
         with pytest.raises(ListenerError):
             parse_listener(bad)
 
