@@ -120,11 +120,11 @@ class SchemaRegistry:
             raise errors.invalid_schema("Empty schema")
         refs = self._resolve_references(body.get("references"))
         parsed = avro_schema.parse(text, self._reference_texts(refs), normalize)
-        stored = StoredSchema(schema_type, parsed.text, refs)
-        self._parsed.setdefault(stored, parsed.schema)
-        return stored, parsed.schema
+        return StoredSchema(schema_type, parsed.text, refs), parsed.schema
 
     def _avro(self, stored: StoredSchema) -> Any:
+        """The parsed form of a registered schema (cached: one entry per registered schema, nothing a request
+        alone can grow)."""
         schema = self._parsed.get(stored)
         if schema is None:
             schema = avro_schema.parse(stored.schema, self._reference_texts(stored.references)).schema
@@ -262,6 +262,7 @@ class SchemaRegistry:
             version = self.state.next_version(subject)
         await self._write([(r.schema_key(subject, version), r.schema_value(
             subject, version, schema_id, stored.schema_type, stored.schema, stored.references_json(), False))])
+        self._parsed[stored] = schema
         return {"id": schema_id}
 
     async def delete_version(self, subject: str, version: str | int, permanent: bool = False) -> int:
