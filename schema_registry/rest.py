@@ -2,12 +2,13 @@
 given a context), on the broker's event loop: each route reads its parameters, calls the registry
 (registry.py) and answers its JSON; a RegistryError is Confluent's error body with its HTTP status.
 
-Bounds: request bodies up to MAX_BODY_BYTES (413 past it), idle keep-alive connections closed after
-KEEPALIVE_TIMEOUT_S; a handler's unexpected exception is a logged 500 (error_code 50001-style body), never a
+Bounds: at most MAX_CONNECTIONS open connections, request bodies up to MAX_BODY_BYTES (413 past it), idle
+keep-alive connections closed after KEEPALIVE_TIMEOUT_S; a handler's unexpected exception is a logged 500 (error_code 50001-style body), never a
 broken broker.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import ssl
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY_BYTES = 16 << 20
 KEEPALIVE_TIMEOUT_S = 75.0
+MAX_CONNECTIONS = 256  # open connections at once; more are closed unanswered
 SHUTDOWN_TIMEOUT_S = 3.0  # at broker stop: requests in flight get this long, then their connections close
 
 REGISTRY: web.AppKey[SchemaRegistry] = web.AppKey("registry", SchemaRegistry)
@@ -234,8 +236,19 @@ def build_app(registry: SchemaRegistry) -> web.Application:
     return app
 
 
+class _Refused(asyncio.Protocol):
+    """A connection over MAX_CONNECTIONS: closed at once, unanswered (as the admin listener does)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.abort()
+
+
 class RestServer:
-    """The registry's HTTP listener: `start` binds (OSError if it cannot) and answers the bound port."""
+    """The registry's HTTP listener: `start` binds (OSError if it cannot) and answers the bound port.
+
+    The listening socket is this class's own asyncio server, whose protocol factory is the aiohttp app's (the
+    runner's `web.Server`) behind a count: past MAX_CONNECTIONS open connections a new one is closed
+    unanswered. aiohttp does the rest: parsing, keep-alive, TLS (`ssl_context`), routing."""
 
     def __init__(self, registry: SchemaRegistry, host: str, port: int, ssl_context: ssl.SSLContext | None = None
                  ) -> None:
@@ -243,22 +256,34 @@ class RestServer:
         self.host, self.port = host, port
         self.ssl_context = ssl_context
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
         runner = web.AppRunner(build_app(self.registry), handle_signals=False, access_log=None,
                                keepalive_timeout=KEEPALIVE_TIMEOUT_S, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context, reuse_address=True)
+        handlers = runner.server
+        assert handlers is not None
+
+        def connection() -> asyncio.BaseProtocol:
+            if len(handlers.connections) >= MAX_CONNECTIONS:
+                return _Refused()
+            return handlers()
+
         try:
-            await site.start()
+            self._server = await asyncio.get_running_loop().create_server(
+                connection, self.host, self.port, ssl=self.ssl_context, reuse_address=True, backlog=128)
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
-        self.port = runner.addresses[0][1]
+        self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
     async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()  # no new connections; the runner closes the open ones
+            self._server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

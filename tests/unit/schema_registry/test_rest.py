@@ -92,3 +92,36 @@ def test_a_taken_port_is_an_os_error() -> None:
             await first.stop()
 
     asyncio.run(scenario())
+
+
+def test_connections_past_the_limit_are_closed_unanswered(monkeypatch) -> None:
+    from minikafka.schema_registry import rest
+    monkeypatch.setattr(rest, "MAX_CONNECTIONS", 2)
+
+    async def scenario() -> None:
+        server = RestServer(SchemaRegistry(MemoryStore()), "127.0.0.1", 0)
+        port = await server.start()
+        request = b"GET /subjects HTTP/1.1\r\nHost: x\r\n\r\n"
+        open_ = []
+        try:
+            for _ in range(2):  # two keep-alive connections, each answered and kept open
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(request)
+                assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+                open_.append(writer)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request)
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed, nothing said
+            writer.close()
+            open_.pop().close()
+            await asyncio.sleep(0.1)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)  # room again
+            writer.write(request)
+            assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+            open_.append(writer)
+        finally:
+            for w in open_:
+                w.close()
+            await server.stop()
+
+    asyncio.run(scenario())
