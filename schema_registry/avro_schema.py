@@ -132,17 +132,36 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
     return ParsedAvro(schema, _compact(canonical, normalize))
 
 
-def _details(result: Any, old_version: int, old_text: str, level: str) -> list[str]:
-    out = []
-    types = list(result.incompatibilities) or [None]
-    messages = sorted(result.messages)
-    locations = sorted(result.locations)
-    for i, message in enumerate(messages):
-        kind = types[min(i, len(types) - 1)]
-        error_type = kind.name.upper() if kind is not None else "INCOMPATIBLE"
-        location = locations[min(i, len(locations) - 1)] if locations else "/"
-        out.append(f"{{errorType:'{error_type}', description:'{message} at path {location}', "
-                   f"additionalInfo:'{message}'}}")
+# Confluent's wording of each Avro incompatibility ({r}/{w}: the reader's and the writer's role, "new"/"old")
+_DESCRIPTIONS = {
+    "NAME_MISMATCH": "The name of the schema has changed (path '{loc}')",
+    "FIXED_SIZE_MISMATCH": "The size of FIXED type field at path '{loc}' in the {r} schema does not match with "
+                           "the {w} schema",
+    "MISSING_ENUM_SYMBOLS": "The {r} schema is missing enum symbols '{info}' at path '{loc}' in the {w} schema",
+    "READER_FIELD_MISSING_DEFAULT_VALUE": "The field '{info}' at path '{loc}' in the {r} schema has no default "
+                                          "value and is missing in the {w} schema",
+    "TYPE_MISMATCH": "The type (path '{loc}') of a field in the {r} schema does not match with the {w} schema",
+    "MISSING_UNION_BRANCH": "The {r} schema is missing a type inside a union field at path '{loc}' in the {w} "
+                            "schema",
+}
+
+
+def _details(result: Any, new_reads: bool, old_version: int, old_text: str, level: str) -> list[str]:
+    """Confluent's `messages` for an incompatible result: the incompatibility, then the old version, the old
+    schema and the level. Avro's checker keeps the messages and locations of several incompatibilities as
+    unordered sets, so with more than one, each message is reported with the list of types and locations
+    rather than paired by guess."""
+    roles = {"r": "new" if new_reads else "old", "w": "old" if new_reads else "new"}
+    kinds = [k.name.upper() for k in result.incompatibilities] or ["INCOMPATIBLE"]
+    messages = sorted(result.messages) or [""]
+    locations = sorted(result.locations) or ["/"]
+    if len(kinds) == 1 and len(messages) == 1:
+        loc, message = locations[0], messages[0]
+        description = _DESCRIPTIONS.get(kinds[0], "{info} at path '{loc}'").format(loc=loc, info=message, **roles)
+        out = [f"{{errorType:'{kinds[0]}', description:'{description}', additionalInfo:'{message}'}}"]
+    else:
+        out = [f"{{errorType:'{'|'.join(dict.fromkeys(kinds))}', description:'{message}', "
+               f"additionalInfo:'at paths {', '.join(locations)} of the {roles['r']} schema'}}" for message in messages]
     out += [f"{{oldSchemaVersion: {old_version}}}", f"{{oldSchema: '{old_text}'}}", f"{{compatibility: '{level}'}}"]
     return out
 
@@ -161,10 +180,10 @@ def check(level: str, new: Any, previous: list[tuple[int, str, Any]]) -> list[st
     for version, text, old in reversed(against):  # newest first, as Confluent reports
         checks = []
         if base in ("BACKWARD", "FULL"):
-            checks.append(_can_read(new, old))
+            checks.append((True, _can_read(new, old)))
         if base in ("FORWARD", "FULL"):
-            checks.append(_can_read(old, new))
-        for result in checks:
+            checks.append((False, _can_read(old, new)))
+        for new_reads, result in checks:
             if result.compatibility is not SchemaCompatibilityType.compatible:
-                return _details(result, version, text, level)
+                return _details(result, new_reads, version, text, level)
     return []

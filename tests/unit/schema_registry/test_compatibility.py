@@ -73,7 +73,9 @@ def test_enum_and_union_rules_come_from_avro() -> None:
 def test_details_name_the_error_type_and_the_old_version() -> None:
     previous = [(7, V1, avro_schema.parse(V1).schema)]
     details = avro_schema.check("BACKWARD", avro_schema.parse(ADD_REQUIRED).schema, previous)
-    assert "READER_FIELD_MISSING_DEFAULT_VALUE" in details[0]
+    assert details[0] == ("{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'b' at path "
+                          "'/fields/1' in the new schema has no default value and is missing in the old schema', "
+                          "additionalInfo:'b'}")
     assert "{oldSchemaVersion: 7}" in details
     assert "{compatibility: 'BACKWARD'}" in details
 
