@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from minikafka.schema_registry import avro_schema, errors
+from minikafka.schema_registry import avro_schema, errors, json_schema
 from minikafka.schema_registry import records as r
 from minikafka.schema_registry.state import COMPATIBILITY_LEVELS, MODES, RegistryState, StoredSchema, Version
 
 INT32_MAX = 2**31 - 1
-SCHEMA_TYPES = ("AVRO",)  # JSON and PROTOBUF: not yet (their registration answers 42201)
+SCHEMA_TYPES = ("AVRO", "JSON")  # PROTOBUF: not yet (its registration answers 42201)
+_PARSERS = {"AVRO": avro_schema.parse, "JSON": json_schema.parse}
 
 
 
@@ -119,17 +120,37 @@ class SchemaRegistry:
         if not isinstance(text, str) or not text.strip():
             raise errors.invalid_schema("Empty schema")
         refs = self._resolve_references(body.get("references"))
-        parsed = avro_schema.parse(text, self._reference_texts(refs), normalize)
+        parsed = _PARSERS[schema_type](text, self._reference_texts(refs), normalize)
         return StoredSchema(schema_type, parsed.text, refs), parsed.schema
 
-    def _avro(self, stored: StoredSchema) -> Any:
+    def _schema(self, stored: StoredSchema) -> Any:
         """The parsed form of a registered schema (cached: one entry per registered schema, nothing a request
         alone can grow)."""
         schema = self._parsed.get(stored)
         if schema is None:
-            schema = avro_schema.parse(stored.schema, self._reference_texts(stored.references)).schema
+            schema = _PARSERS[stored.schema_type](stored.schema, self._reference_texts(stored.references)).schema
             self._parsed[stored] = schema
         return schema
+
+    def _incompatibilities(self, subject: str, level: str, stored: StoredSchema, schema: Any,
+                           previous: list[Version]) -> list[str]:
+        """The details of `schema`'s incompatibility with `previous` (live versions, oldest first) under
+        `level`; [] if compatible. A JSON schema's compatibility is not decided yet: 42205 unless NONE."""
+        if level == "NONE" or not previous:
+            return []
+        against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
+        for entry in reversed(against):
+            if entry.schema.schema_type != stored.schema_type:
+                return [f"{{errorType:'TYPE_MISMATCH', description:'The schema type {stored.schema_type} does not "
+                        f"match the type {entry.schema.schema_type} of version {entry.version}'}}",
+                        f"{{oldSchemaVersion: {entry.version}}}", f"{{compatibility: '{level}'}}"]
+        if stored.schema_type != "AVRO":
+            raise errors.operation_not_permitted(
+                f"Compatibility of {stored.schema_type} schemas is not checked by this registry yet: subject "
+                f"'{subject}' has compatibility {level}; set it to NONE (PUT /config/{subject}) to register or "
+                "test a new version")
+        return avro_schema.check(level, schema, [(e.version, e.schema.schema, self._schema(e.schema))
+                                                 for e in previous])
 
     # ================================================================ answers
 
@@ -248,9 +269,7 @@ class SchemaRegistry:
             schema_id = wanted_id
         else:
             if not importing:
-                level = self.state.compatibility(subject)
-                previous = [(e.version, e.schema.schema, self._avro(e.schema)) for e in live]
-                details = avro_schema.check(level, schema, previous)
+                details = self._incompatibilities(subject, self.state.compatibility(subject), stored, schema, live)
                 if details:
                     raise errors.incompatible_schema(subject, details)
             schema_id = self.state.by_content.get(stored) or self.state.max_id + 1
@@ -322,14 +341,13 @@ class SchemaRegistry:
         stored, schema = self._parse_request(body, normalize)
         level = self.state.compatibility(subject)
         if version is None:  # every version the level names
-            previous = [(e.version, e.schema.schema, self._avro(e.schema)) for e in self.state.versions(subject)]
+            previous = self.state.versions(subject)
         elif parse_version(version) is None and not self.state.versions(subject):
             previous = []  # nothing registered yet: anything is compatible with the latest of nothing
         else:
-            entry = self._find_version(subject, version)
-            previous = [(entry.version, entry.schema.schema, self._avro(entry.schema))]
+            previous = [self._find_version(subject, version)]
             level = level.removesuffix("_TRANSITIVE")
-        details = avro_schema.check(level, schema, previous)
+        details = self._incompatibilities(subject, level, stored, schema, previous)
         answer: dict[str, Any] = {"is_compatible": not details}
         if verbose:
             answer["messages"] = details
