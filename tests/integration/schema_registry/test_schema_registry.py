@@ -148,3 +148,25 @@ def test_https_listener(tmp_path) -> None:
         client = SchemaRegistryClient({"url": url, "ssl.ca.location": pki.path("ca.pem")})
         assert client.register_schema("tls-value", Schema(USER_V1, "AVRO")) == 1
         assert client.get_schema(1).schema_str == json.dumps(json.loads(USER_V1), separators=(",", ":"))
+
+
+def test_json_schema_round_trip() -> None:
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    person = json.dumps({"type": "object", "title": "Person",
+                         "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                         "required": ["name"]})
+    with MiniKafka(schema_registry=True, config={"group.initial.rebalance.delay.ms": "0"}) as kafka:
+        client = SchemaRegistryClient({"url": kafka.schema_registry_url})
+        ctx = SerializationContext("people", MessageField.VALUE)
+        serializer = JSONSerializer(person, client)
+        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+        people = [{"name": "ada", "age": 36}, {"name": "alan"}]
+        for p in people:
+            producer.produce("people", value=serializer(p, ctx))
+        assert producer.flush(15) == 0
+        with pytest.raises(Exception):  # the schema is enforced on the producing side too
+            serializer({"age": 1}, ctx)
+        deserializer = JSONDeserializer(None, schema_registry_client=client)
+        assert [deserializer(m.value(), ctx) for m in consume_all(kafka.bootstrap_servers, "people", 2)] == people
+        registered = client.get_latest_version("people-value")
+        assert registered.schema.schema_type == "JSON" and registered.schema_id == 1
