@@ -2,9 +2,10 @@
 given a context), on the broker's event loop: each route reads its parameters, calls the registry
 (registry.py) and answers its JSON; a RegistryError is Confluent's error body with its HTTP status.
 
-Bounds: at most MAX_CONNECTIONS open connections, request bodies up to MAX_BODY_BYTES (413 past it), idle
-keep-alive connections closed after KEEPALIVE_TIMEOUT_S; a handler's unexpected exception is a logged 500 (error_code 50001-style body), never a
-broken broker.
+Bounds: at most MAX_CONNECTIONS open connections, request bodies up to MAX_BODY_BYTES (413 past it; a schema
+is parsed and checked on the event loop, so its size bounds that work), idle keep-alive connections closed
+after KEEPALIVE_TIMEOUT_S; a handler's unexpected exception is a logged 500 (a 50001 body), never a broken
+broker.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from minikafka.schema_registry.registry import SchemaRegistry
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-MAX_BODY_BYTES = 16 << 20
+MAX_BODY_BYTES = 2 << 20
 KEEPALIVE_TIMEOUT_S = 75.0
 MAX_CONNECTIONS = 256  # open connections at once; more are closed unanswered
 SHUTDOWN_TIMEOUT_S = 3.0  # at broker stop: requests in flight get this long, then their connections close
