@@ -43,6 +43,14 @@ def http_call(url: str, method: str, path: str, body: object = None,
     return resp.status, json.loads(resp.read() or b"null"), resp.getheader("Content-Type", "")
 
 
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """Produce and flush; the producer is gone when this returns (no client left retrying a stopped broker)."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(15) == 0
+
+
 def consume_all(bootstrap: str, topic: str, count: int) -> list:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
@@ -68,11 +76,8 @@ def test_avro_round_trip_evolution_and_restart(tmp_path) -> None:
         client = SchemaRegistryClient({"url": url})
         serializer = AvroSerializer(client, USER_V1)
         ctx = SerializationContext("users", MessageField.VALUE)
-        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
         users = [{"name": f"user{i}", "age": 20 + i} for i in range(3)]
-        for user in users:
-            producer.produce("users", value=serializer(user, ctx))
-        assert producer.flush(15) == 0
+        produce(kafka.bootstrap_servers, "users", [serializer(user, ctx) for user in users])
 
         msgs = consume_all(kafka.bootstrap_servers, "users", 3)
         value = msgs[0].value()
@@ -90,6 +95,13 @@ def test_avro_round_trip_evolution_and_restart(tmp_path) -> None:
         assert client.test_compatibility("users-value", Schema(USER_V2, "AVRO")) is True
         assert client.register_schema("users-value", Schema(USER_V2, "AVRO")) == 2
         assert client.set_compatibility("users-value", "FULL")["compatibility"] == "FULL"
+        stored = consume_all(kafka.bootstrap_servers, "_schemas", 3)  # Confluent's key/value formats
+        assert [json.loads(m.key()) for m in stored] == [
+            {"keytype": "SCHEMA", "subject": "users-value", "version": 1, "magic": 1},
+            {"keytype": "SCHEMA", "subject": "users-value", "version": 2, "magic": 1},
+            {"keytype": "CONFIG", "subject": "users-value", "magic": 0}]
+        assert json.loads(stored[1].value())["id"] == 2 and json.loads(stored[2].value()) == {
+            "compatibilityLevel": "FULL"}
 
         kafka.restart()
 
@@ -100,9 +112,7 @@ def test_avro_round_trip_evolution_and_restart(tmp_path) -> None:
         again = AvroDeserializer(fresh)
         assert [again(m.value(), ctx) for m in consume_all(kafka.bootstrap_servers, "users", 3)] == users
         v2 = AvroSerializer(fresh, USER_V2)  # the registered schema: its id, no new version
-        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
-        producer.produce("users", value=v2({"name": "n", "age": 1, "email": "e"}, ctx))
-        assert producer.flush(15) == 0
+        produce(kafka.bootstrap_servers, "users", [v2({"name": "n", "age": 1, "email": "e"}, ctx)])
         assert fresh.get_versions("users-value") == [1, 2]
         last = consume_all(kafka.bootstrap_servers, "users", 4)[-1]
         assert int.from_bytes(last.value()[1:5], "big") == 2
@@ -159,11 +169,8 @@ def test_json_schema_round_trip() -> None:
         client = SchemaRegistryClient({"url": kafka.schema_registry_url})
         ctx = SerializationContext("people", MessageField.VALUE)
         serializer = JSONSerializer(person, client)
-        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
         people = [{"name": "ada", "age": 36}, {"name": "alan"}]
-        for p in people:
-            producer.produce("people", value=serializer(p, ctx))
-        assert producer.flush(15) == 0
+        produce(kafka.bootstrap_servers, "people", [serializer(p, ctx) for p in people])
         with pytest.raises(Exception):  # the schema is enforced on the producing side too
             serializer({"age": 1}, ctx)
         deserializer = JSONDeserializer(None, schema_registry_client=client)
