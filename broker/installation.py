@@ -38,6 +38,7 @@ PACKAGES = (
     "minikafka.broker.replication",
     "minikafka.broker.share",
     "minikafka.pipelines",
+    "minikafka.schema_registry",
 )
 STORAGE_MODULES = (
     "minikafka.protocol.record_batch",

@@ -57,6 +57,7 @@ class Broker:
         self.ready = False  # /health/ready: listeners up and the start-up recovery (warm-up) finished
         self.admin = None  # broker/admin_http.AdminHttpServer when minikafka.metrics.listener is set
         self.admin_port: int | None = None
+        self.schema_registry = None  # schema_registry/rest.RestServer when schema.registry.listener is set
 
     async def start(self) -> None:
         t0 = time.monotonic()
@@ -80,6 +81,7 @@ class Broker:
         self.state.connections = self.connections
         if self.config.quorum is not None:
             self._open_quorum(peers)
+        await self._start_schema_registry()
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             tls = tls_contexts.get(listener.name)
@@ -215,6 +217,25 @@ class Broker:
         log.info("metrics and health listener on http://%s:%d (/metrics, /health/live, /health/ready)",
                  host, self.admin_port)
 
+    async def _start_schema_registry(self) -> None:
+        """The built-in Schema Registry (broker/schema_registry_listener.py): `_schemas` replayed, then its
+        HTTP listener bound, before the Kafka listeners open (a taken port fails start-up early)."""
+        url = self.config.get("schema.registry.listener").strip()
+        if not url:
+            return
+        if self.config.quorum is not None:
+            raise StartupError("schema.registry.listener is supported on a single node only (not with a "
+                               "multi-node quorum) for now")
+        from minikafka.broker.schema_registry_listener import start_schema_registry
+        assert self.state is not None
+        from minikafka.broker.config.core import ConfigError
+        try:
+            self.schema_registry = await start_schema_registry(self.state, url)
+        except OSError as exc:
+            raise StartupError(f"cannot bind the schema registry listener {url}: {exc.strerror or exc}") from None
+        except ConfigError as exc:
+            raise StartupError(f"invalid SSL configuration of the schema registry listener: {exc}") from None
+
     async def _warm_up(self) -> None:
         """Handlers, coordinators with state, then every partition log (broker/warmup.py); ready after.
         A warm-up that fails ends the process (exit 2) before it is ever ready: what it could not load,
@@ -299,6 +320,11 @@ class Broker:
         self.ready = False
         if self.admin is not None:
             await self.admin.stop()
+        if self.schema_registry is not None:
+            try:
+                await self.schema_registry.stop()
+            except Exception:
+                log.exception("schema registry: stop failed")
         if self.state is not None and self.state.cluster is not None:
             try:  # controlled shutdown: leadership moves away before this node goes
                 await self.state.cluster.controlled_shutdown()

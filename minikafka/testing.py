@@ -201,14 +201,19 @@ class MiniKafka:
     first start, as `minikafka storage format --add-scram` does). Keys in `config` win.
     `faults=True`, or `minikafka.faults.enable=true` in `config`: enable fault injection, with the admin
     listener on a free port unless `config` names one; then `kafka.faults` is a `minikafka.faults.FaultsClient`.
+    `schema_registry=True`, or `schema.registry.listener` in `config`: the built-in Confluent-compatible
+    Schema Registry, on a free port unless `config` names one; its URL is `schema_registry_url`.
     """
 
     def __init__(self, config: Mapping[str, object] | None = None, data_dir: str | os.PathLike | None = None,
                  port: int | None = None, start: bool = True, startup_timeout: float = 30.0,
                  host: str = "127.0.0.1", faults: bool = False,
-                 sasl_users: Mapping[str, str] | None = None) -> None:
+                 sasl_users: Mapping[str, str] | None = None, schema_registry: bool = False) -> None:
         self.config: dict[str, str] = {str(k): _config_value(v) for k, v in (config or {}).items()}
         self.host = host
+        if schema_registry and not self.config.get("schema.registry.listener"):
+            self.config["schema.registry.listener"] = f"http://{host}:{free_port(host)}"
+        self.schema_registry_url: str | None = self.config.get("schema.registry.listener") or None
         if faults:
             self.config["minikafka.faults.enable"] = "true"
         if self.config.get("minikafka.faults.enable", "").strip().lower() == "true":

@@ -105,6 +105,8 @@ DEFAULTS: dict[str, str] = {
     # HTTP admin listener (broker/ops/admin_http.py: /metrics, /health/live, /health/ready), off when empty;
     # e.g. http://127.0.0.1:9644
     "minikafka.metrics.listener": "",
+    # the built-in Confluent-compatible Schema Registry (schema_registry/), off when empty; e.g. http://127.0.0.1:8081
+    "schema.registry.listener": "",
     # fault injection for client tests (broker/ops/faults.py, rules via /faults on the admin listener); off by default
     "minikafka.faults.enable": "false",
     # log lines: text (default) or json (one object per line; broker/ops/log_format.py)
@@ -552,6 +554,13 @@ class BrokerConfig:
             try:
                 parse_listener(self.get("minikafka.metrics.listener"))
             except ListenerError as exc:
+                raise ConfigError(str(exc)) from None
+        if self.get("schema.registry.listener").strip():
+            from minikafka.schema_registry.listener import ListenerError as RegistryListenerError
+            from minikafka.schema_registry.listener import parse_listener as parse_registry_listener
+            try:
+                parse_registry_listener(self.get("schema.registry.listener"))
+            except RegistryListenerError as exc:
                 raise ConfigError(str(exc)) from None
         if self.get("minikafka.faults.enable").strip().lower() not in ("true", "false"):
             raise ConfigError(f"minikafka.faults.enable must be true or false, got {self.get('minikafka.faults.enable')!r}")

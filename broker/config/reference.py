@@ -284,6 +284,11 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
         (("minikafka.metrics.listener",),
          "The HTTP admin listener (`/metrics`, `/health/live`, `/health/ready`), e.g. `http://127.0.0.1:9644`; "
          "empty: off."),
+        (("schema.registry.listener",),
+         "The built-in Confluent-compatible Schema Registry's REST listener, e.g. `http://127.0.0.1:8081`, or "
+         "`https://…` with the `ssl.*` keys of a listener named `schema_registry` "
+         "(`listener.name.schema_registry.ssl.keystore.location`, …; else the broker-wide `ssl.*`); its state is "
+         "the compacted `_schemas` topic (single node only for now); empty: off."),
         (("minikafka.log.format",), "`text` or `json` (one object per line)."),
         (("minikafka.faults.enable",),
          "Fault injection for client tests (`/faults` on the admin listener). Never in production."),

@@ -1,0 +1,189 @@
+"""Avro schemas: parsing (with references), the stored text, and compatibility decided by Apache Avro's own
+reader/writer checker (`avro.compatibility.ReaderWriterCompatibilityChecker`, the Python port of the Java
+`SchemaCompatibility` that Confluent's AvroSchema uses).
+
+Levels (Confluent's CompatibilityChecker): BACKWARD = the new schema reads data written with the previous
+one (new is the reader); FORWARD = the previous schema reads data written with the new one; FULL = both;
+the *_TRANSITIVE levels check against every live version instead of the latest only; NONE checks nothing.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import avro.errors
+import avro.schema
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+
+from minikafka.schema_registry import errors
+
+
+@dataclass(frozen=True)
+class ParsedAvro:
+    schema: Any  # avro.schema.Schema
+    text: str  # what is stored and served: the JSON Avro writes back for the parsed schema, compact (as Confluent
+    # stores Avro's Schema.toString): `{"type": "string"}` and `"string"` are one schema
+
+
+_TYPE_KEYS = ("type", "name", "namespace", "doc", "aliases", "fields", "symbols", "items", "values", "size")
+_FIELD_KEYS = ("name", "type", "doc", "default", "order", "aliases")
+
+
+def _ordered(node: Any, field: bool = False) -> Any:
+    """The JSON with its keys in the order Avro's own Schema.toString writes them (a type's `type` and `name`
+    first, a field's `name` then `type`), the rest after in their order; layout only, the schema is the same."""
+    if isinstance(node, list):
+        return [_ordered(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    first = _FIELD_KEYS if field else _TYPE_KEYS
+    keys = [k for k in first if k in node] + [k for k in node if k not in first]
+    out = {}
+    for k in keys:
+        if k == "fields" and not field and isinstance(node[k], list):
+            out[k] = [_ordered(f, field=True) for f in node[k]]
+        elif k in ("type", "items", "values") or (k == "fields" and not field):
+            out[k] = _ordered(node[k])
+        else:
+            out[k] = node[k]  # defaults, docs, other properties: values, not schemas
+    return out
+
+
+def _compact(value: object, sort: bool) -> str:
+    return json.dumps(value if sort else _ordered(value), separators=(",", ":"), sort_keys=sort, ensure_ascii=False)
+
+
+def _default_error(schema: Any, value: Any) -> str | None:
+    """Why `value` is not a valid default of `schema` (None if it is), as Avro's Java parser checks defaults
+    (Confluent parses with default validation on): a union's default is one of its first branch; bytes and
+    fixed take a JSON string; the values themselves are judged by the library's own `validate`."""
+    kind = schema.type
+    if kind == "union":
+        return _default_error(schema.schemas[0], value)
+    if kind in ("bytes", "fixed"):
+        if not isinstance(value, str) or (kind == "fixed" and len(value) != schema.size):
+            return f"{json.dumps(value)} not a {kind}"
+        return None
+    if kind in ("record", "error"):
+        if not isinstance(value, dict):
+            return f"{json.dumps(value)} not a {schema.fullname}"
+        for field in schema.fields:
+            if field.name in value:
+                error = _default_error(field.type, value[field.name])
+            else:
+                error = None if field.has_default else f"no value for field {field.name}"
+            if error:
+                return error
+        return None
+    if kind == "array":
+        if not isinstance(value, list):
+            return f"{json.dumps(value)} not an array"
+        return next((e for e in (_default_error(schema.items, v) for v in value) if e), None)
+    if kind == "map":
+        if not isinstance(value, dict):
+            return f"{json.dumps(value)} not a map"
+        return next((e for e in (_default_error(schema.values, v) for v in value.values()) if e), None)
+    if kind in ("float", "double") and value in ("NaN", "Infinity", "-Infinity"):
+        return None  # JSON has no literal for these; Avro takes the strings
+    if isinstance(value, bool) and kind != "boolean":
+        return f"{json.dumps(value)} not a {kind}"  # Python's bool is an int; JSON's is not
+    return None if schema.validate(value) is not None else f"{json.dumps(value)} not a {kind}"
+
+
+def _check_defaults(schema: Any, seen: set[int]) -> None:
+    """Every field default in `schema`, nested types included (each named type once)."""
+    if id(schema) in seen:
+        return
+    seen.add(id(schema))
+    kind = schema.type
+    if kind in ("record", "error"):
+        for field in schema.fields:
+            if field.has_default:
+                error = _default_error(field.type, field.default)
+                if error:
+                    raise avro.errors.SchemaParseException(f"Invalid default for field {field.name}: {error}")
+            _check_defaults(field.type, seen)
+    elif kind == "union":
+        for branch in schema.schemas:
+            _check_defaults(branch, seen)
+    elif kind == "array":
+        _check_defaults(schema.items, seen)
+    elif kind == "map":
+        _check_defaults(schema.values, seen)
+
+
+def parse(text: str, references: list[str] = (), normalize: bool = False) -> ParsedAvro:
+    """Parse `text` after the referenced schemas' texts (dependencies first), whose named types it may use.
+    `normalize` stores the JSON with its keys sorted, so that schemas differing only in layout and attribute
+    order are one schema. InvalidSchema (42201) for anything Avro refuses."""
+    names = avro.schema.Names(validate_names=True)
+    try:
+        for ref in references:
+            avro.schema.make_avsc_object(json.loads(ref), names)
+        referenced = dict(names.names)  # the types the references define: written by name, never inlined
+        schema = avro.schema.make_avsc_object(json.loads(text), names)
+        _check_defaults(schema, set())
+        dump_names = avro.schema.Names(validate_names=True)
+        dump_names.names.update(referenced)
+        canonical = schema.to_json(dump_names)
+    except (ValueError, TypeError, KeyError, AttributeError, avro.errors.AvroException) as exc:
+        raise errors.invalid_schema(f"{text[:1000]}, details: {exc}") from None
+    return ParsedAvro(schema, _compact(canonical, normalize))
+
+
+# Confluent's wording of each Avro incompatibility ({r}/{w}: the reader's and the writer's role, "new"/"old")
+_DESCRIPTIONS = {
+    "NAME_MISMATCH": "The name of the schema has changed (path '{loc}')",
+    "FIXED_SIZE_MISMATCH": "The size of FIXED type field at path '{loc}' in the {r} schema does not match with "
+                           "the {w} schema",
+    "MISSING_ENUM_SYMBOLS": "The {r} schema is missing enum symbols '{info}' at path '{loc}' in the {w} schema",
+    "READER_FIELD_MISSING_DEFAULT_VALUE": "The field '{info}' at path '{loc}' in the {r} schema has no default "
+                                          "value and is missing in the {w} schema",
+    "TYPE_MISMATCH": "The type (path '{loc}') of a field in the {r} schema does not match with the {w} schema",
+    "MISSING_UNION_BRANCH": "The {r} schema is missing a type inside a union field at path '{loc}' in the {w} "
+                            "schema",
+}
+
+
+def _details(result: Any, new_reads: bool, old_version: int, old_text: str, level: str) -> list[str]:
+    """Confluent's `messages` for an incompatible result: the incompatibility, then the old version, the old
+    schema and the level. Avro's checker keeps the messages and locations of several incompatibilities as
+    unordered sets, so with more than one, each message is reported with the list of types and locations
+    rather than paired by guess."""
+    roles = {"r": "new" if new_reads else "old", "w": "old" if new_reads else "new"}
+    kinds = [k.name.upper() for k in result.incompatibilities] or ["INCOMPATIBLE"]
+    messages = sorted(result.messages) or [""]
+    locations = sorted(result.locations) or ["/"]
+    if len(kinds) == 1 and len(messages) == 1:
+        loc, message = locations[0], messages[0]
+        description = _DESCRIPTIONS.get(kinds[0], "{info} at path '{loc}'").format(loc=loc, info=message, **roles)
+        out = [f"{{errorType:'{kinds[0]}', description:'{description}', additionalInfo:'{message}'}}"]
+    else:
+        out = [f"{{errorType:'{'|'.join(dict.fromkeys(kinds))}', description:'{message}', "
+               f"additionalInfo:'at paths {', '.join(locations)} of the {roles['r']} schema'}}" for message in messages]
+    out += [f"{{oldSchemaVersion: {old_version}}}", f"{{oldSchema: '{old_text}'}}", f"{{compatibility: '{level}'}}"]
+    return out
+
+
+def _can_read(reader: Any, writer: Any) -> Any:
+    return ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+
+
+def check(level: str, new: Any, previous: list[tuple[int, str, Any]]) -> list[str]:
+    """The incompatibility details of `new` (an avro Schema) against `previous`, the subject's live versions
+    oldest first as (version, text, avro Schema), under `level`; [] when compatible."""
+    if level == "NONE" or not previous:
+        return []
+    against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
+    base = level.removesuffix("_TRANSITIVE")
+    for version, text, old in reversed(against):  # newest first, as Confluent reports
+        checks = []
+        if base in ("BACKWARD", "FULL"):
+            checks.append((True, _can_read(new, old)))
+        if base in ("FORWARD", "FULL"):
+            checks.append((False, _can_read(old, new)))
+        for new_reads, result in checks:
+            if result.compatibility is not SchemaCompatibilityType.compatible:
+                return _details(result, new_reads, version, text, level)
+    return []

@@ -1,0 +1,180 @@
+"""The registry's state in memory, rebuilt by applying `_schemas` records in log order (records.py).
+
+Every change goes through `apply`: a replay on start and a write of this registry (appended to the log
+first, then applied) take the same path, so what is served is always what the log says. Reads never touch
+the log.
+
+- subjects: subject -> version -> Version (soft-deleted versions are kept, flagged)
+- ids: one global id space; an id names one schema (type, text, references) and stays resolvable while any
+  version, soft-deleted or not, carries it
+- configs / modes: per subject, and the global one under the key None
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from minikafka.schema_registry import records as r
+
+log = logging.getLogger(__name__)
+
+COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
+                        "FULL_TRANSITIVE")
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+DEFAULT_COMPATIBILITY = "BACKWARD"
+DEFAULT_MODE = "READWRITE"
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    """What an id names."""
+    schema_type: str
+    schema: str
+    references: tuple[tuple[str, str, int], ...] = ()  # (name, subject, version)
+
+    def references_json(self) -> list[dict]:
+        return [{"name": n, "subject": s, "version": v} for n, s, v in self.references]
+
+
+@dataclass
+class Version:
+    subject: str
+    version: int
+    schema_id: int
+    schema: StoredSchema
+    deleted: bool = False
+
+
+@dataclass
+class RegistryState:
+    subjects: dict[str, dict[int, Version]] = field(default_factory=dict)
+    ids: dict[int, StoredSchema] = field(default_factory=dict)
+    id_users: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
+    by_content: dict[StoredSchema, int] = field(default_factory=dict)
+    configs: dict[str | None, str] = field(default_factory=dict)
+    modes: dict[str | None, str] = field(default_factory=dict)
+    max_id: int = 0
+    applied: int = 0  # records applied (replay and writes)
+    next_offset: int = 0  # the store's first offset not yet applied (store.py)
+
+    # ================================================================ applying records
+
+    def apply(self, record: r.Record) -> None:
+        handler = _HANDLERS.get(record.keytype)
+        if handler is None:
+            log.warning("_schemas: skipping a record of unknown keytype %r", record.keytype)
+            return
+        handler(self, record)
+        self.applied += 1
+
+    def _apply_schema(self, record: r.Record) -> None:
+        subject, version = record.key.get("subject"), record.key.get("version")
+        if not isinstance(subject, str) or not isinstance(version, int):
+            log.warning("_schemas: skipping a SCHEMA key without subject and version: %r", record.key)
+            return
+        if record.value is None:  # permanent delete of one version
+            self._remove_version(subject, version)
+            return
+        v = record.value
+        refs = tuple((ref["name"], ref["subject"], int(ref["version"])) for ref in v.get("references") or ())
+        stored = StoredSchema(v.get("schemaType") or "AVRO", v["schema"], refs)
+        schema_id = int(v["id"])
+        self._remove_version(subject, version)
+        self.subjects.setdefault(subject, {})[version] = Version(subject, version, schema_id, stored,
+                                                                  bool(v.get("deleted", False)))
+        self.ids.setdefault(schema_id, stored)
+        self.id_users.setdefault(schema_id, set()).add((subject, version))
+        self.by_content.setdefault(stored, schema_id)
+        self.max_id = max(self.max_id, schema_id)
+
+    def _remove_version(self, subject: str, version: int) -> None:
+        versions = self.subjects.get(subject)
+        if versions is None or version not in versions:
+            return
+        old = versions.pop(version)
+        if not versions:
+            del self.subjects[subject]
+        users = self.id_users.get(old.schema_id)
+        if users is not None:
+            users.discard((subject, version))
+            if not users:  # nothing carries the id any more: it no longer resolves
+                del self.id_users[old.schema_id]
+                stored = self.ids.pop(old.schema_id, None)
+                if stored is not None and self.by_content.get(stored) == old.schema_id:
+                    del self.by_content[stored]
+
+    def _apply_config(self, record: r.Record) -> None:
+        subject = record.key.get("subject")
+        if record.value is None:
+            self.configs.pop(subject, None)
+        else:
+            self.configs[subject] = record.value["compatibilityLevel"]
+
+    def _apply_mode(self, record: r.Record) -> None:
+        subject = record.key.get("subject")
+        if record.value is None:
+            self.modes.pop(subject, None)
+        else:
+            self.modes[subject] = record.value["mode"]
+
+    def _apply_delete_subject(self, record: r.Record) -> None:
+        if record.value is None:
+            return
+        subject, upto = record.value.get("subject"), record.value.get("version")
+        for version, entry in self.subjects.get(subject, {}).items():
+            if upto is None or version <= upto:
+                entry.deleted = True
+
+    def _apply_clear_subject(self, record: r.Record) -> None:
+        if record.value is None:
+            return
+        subject = record.value.get("subject")
+        for version in [v for v, e in self.subjects.get(subject, {}).items() if e.deleted]:
+            self._remove_version(subject, version)
+
+    def _apply_noop(self, record: r.Record) -> None:
+        pass
+
+    # ================================================================ queries
+
+    def versions(self, subject: str, deleted: bool = False) -> list[Version]:
+        """The subject's versions in order, soft-deleted ones only with `deleted`."""
+        return [e for _v, e in sorted(self.subjects.get(subject, {}).items()) if deleted or not e.deleted]
+
+    def live_subjects(self, deleted: bool = False) -> list[str]:
+        return sorted(s for s in self.subjects if self.versions(s, deleted))
+
+    def next_version(self, subject: str) -> int:
+        """One past the highest version, soft-deleted ones included (Confluent never reuses a version that a
+        soft delete left in the log)."""
+        versions = self.subjects.get(subject)
+        return max(versions) + 1 if versions else 1
+
+    def compatibility(self, subject: str | None) -> str:
+        if subject is not None and subject in self.configs:
+            return self.configs[subject]
+        return self.configs.get(None, DEFAULT_COMPATIBILITY)
+
+    def mode(self, subject: str | None) -> str:
+        if subject is not None and subject in self.modes:
+            return self.modes[subject]
+        return self.modes.get(None, DEFAULT_MODE)
+
+    def referenced_by(self, subject: str, version: int) -> list[int]:
+        """Ids of live schemas whose references name (subject, version)."""
+        out = set()
+        for versions in self.subjects.values():
+            for entry in versions.values():
+                if not entry.deleted and any(s == subject and v == version for _n, s, v in entry.schema.references):
+                    out.add(entry.schema_id)
+        return sorted(out)
+
+
+_HANDLERS = {
+    r.SCHEMA: RegistryState._apply_schema,
+    r.CONFIG: RegistryState._apply_config,
+    r.MODE: RegistryState._apply_mode,
+    r.DELETE_SUBJECT: RegistryState._apply_delete_subject,
+    r.CLEAR_SUBJECT: RegistryState._apply_clear_subject,
+    r.NOOP: RegistryState._apply_noop,
+}

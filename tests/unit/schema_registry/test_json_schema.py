@@ -1,0 +1,84 @@
+"""JSON Schema subjects (schema_registry/json_schema.py): validated against their draft's meta-schema by the
+jsonschema library; registered, looked up and served as Avro ones are; compatibility not decided yet, so a
+new version needs the level NONE (42205 says so otherwise) and a change of schema type is incompatible."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("jsonschema")
+
+from minikafka.schema_registry import json_schema  # noqa: E402
+from minikafka.schema_registry.errors import RegistryError  # noqa: E402
+from minikafka.schema_registry.registry import SchemaRegistry  # noqa: E402
+from minikafka.schema_registry.store import MemoryStore  # noqa: E402
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+PERSON2 = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}}
+
+
+def body(schema: object, **extra) -> dict:
+    return {"schema": json.dumps(schema), "schemaType": "JSON", **extra}
+
+
+def code(fn, *args) -> int:
+    with pytest.raises(RegistryError) as info:
+        out = fn(*args)
+        if asyncio.iscoroutine(out):
+            asyncio.run(out)
+    return info.value.error_code
+
+
+@pytest.mark.parametrize("schema, valid", [
+    (PERSON, True),
+    (True, True),
+    ({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}, True),
+    ({"type": "objekt"}, False),
+    ({"properties": {"a": {"minLength": -1}}}, False),
+    ({"required": "name"}, False),
+    ([1, 2], False),
+])
+def test_meta_schema_validation(schema: object, valid: bool) -> None:
+    if valid:
+        json_schema.parse(json.dumps(schema))
+    else:
+        with pytest.raises(RegistryError) as info:
+            json_schema.parse(json.dumps(schema))
+        assert info.value.error_code == 42201
+    with pytest.raises(RegistryError):
+        json_schema.parse("{nope")
+
+
+def test_stored_compact_and_normalized() -> None:
+    assert json_schema.parse('{ "type" : "string" }').text == '{"type":"string"}'
+    a = json_schema.parse('{"type": "object", "title": "t"}', normalize=True).text
+    assert a == json_schema.parse('{"title": "t", "type": "object"}', normalize=True).text
+
+
+def test_json_subjects() -> None:
+    reg = SchemaRegistry(MemoryStore())
+    run = asyncio.run
+    assert run(reg.register("p-value", body(PERSON))) == {"id": 1}
+    assert run(reg.register("p-value", body(PERSON))) == {"id": 1}
+    latest = reg.version("p-value", "latest")
+    assert latest["schemaType"] == "JSON" and json.loads(latest["schema"]) == PERSON
+    assert reg.schema_by_id(1)["schemaType"] == "JSON"
+    assert reg.lookup("p-value", body(PERSON))["id"] == 1
+    # under BACKWARD the new version cannot be judged: said so, nothing stored
+    assert code(reg.register, "p-value", body(PERSON2)) == 42205
+    assert code(reg.check_compatibility, "p-value", "latest", body(PERSON2)) == 42205
+    run(reg.set_config("p-value", {"compatibility": "NONE"}))
+    assert run(reg.register("p-value", body(PERSON2))) == {"id": 2}
+    assert reg.check_compatibility("p-value", "latest", body(PERSON)) == {"is_compatible": True}
+    # the same text as AVRO and as JSON are two schemas; a type change is incompatible under a level
+    run(reg.register("mixed", {"schema": '"string"'}))
+    err = code(reg.register, "mixed", body({"type": "string"}))
+    assert err == 409
+    # a reference to a JSON schema in another subject
+    run(reg.register("address", body({"type": "object", "properties": {"city": {"type": "string"}}})))
+    with_ref = body({"type": "object", "properties": {"home": {"$ref": "address.json"}}},
+                    references=[{"name": "address.json", "subject": "address", "version": 1}])
+    assert run(reg.register("person-ref", with_ref))["id"] == 5
+    assert reg.referenced_by("address", 1) == [5]

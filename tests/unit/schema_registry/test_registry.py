@@ -1,0 +1,199 @@
+"""The registry's operations over an in-memory store (schema_registry/registry.py, state.py, records.py):
+Confluent's answers and error codes, and a replay of the records rebuilding the same state."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from minikafka.schema_registry import records as r
+from minikafka.schema_registry.errors import RegistryError
+from minikafka.schema_registry.registry import SchemaRegistry
+from minikafka.schema_registry.store import MemoryStore
+
+
+def record(*fields: str, name: str = "User") -> dict:
+    return {"schema": json.dumps({"type": "record", "name": name,
+                                  "fields": [{"name": f, "type": "string", "default": ""} for f in fields]})}
+
+
+REQUIRED_B = {"schema": json.dumps({"type": "record", "name": "User",
+                                    "fields": [{"name": "a", "type": "string", "default": ""},
+                                               {"name": "b", "type": "string"}]})}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def fails(code: int, fn, *args, **kwargs) -> RegistryError:
+    with pytest.raises(RegistryError) as info:
+        out = fn(*args, **kwargs)
+        if asyncio.iscoroutine(out):
+            run(out)
+    assert info.value.error_code == code, info.value.message
+    return info.value
+
+
+@pytest.fixture
+def reg() -> SchemaRegistry:
+    return SchemaRegistry(MemoryStore())
+
+
+def test_register_ids_versions_and_reuse(reg: SchemaRegistry) -> None:
+    assert run(reg.register("a-value", record("a"))) == {"id": 1}
+    assert run(reg.register("a-value", record("a"))) == {"id": 1}  # identical: the existing id, no new version
+    assert run(reg.register("b-value", record("a"))) == {"id": 1}  # same schema elsewhere: same id
+    assert run(reg.register("a-value", record("a", "c"))) == {"id": 2}
+    assert reg.versions("a-value") == [1, 2]
+    assert reg.versions("b-value") == [1]
+    assert reg.subjects() == ["a-value", "b-value"]
+    latest = reg.version("a-value", "latest")
+    assert (latest["version"], latest["id"], latest["subject"]) == (2, 2, "a-value")
+    assert "schemaType" not in latest  # AVRO is implied, as Confluent answers
+    assert reg.version_schema("a-value", 1) == reg.schema_by_id(1)["schema"]
+    assert reg.id_versions(1) == [{"subject": "a-value", "version": 1}, {"subject": "b-value", "version": 1}]
+    assert reg.id_subjects(1) == ["a-value", "b-value"]
+    assert reg.lookup("a-value", record("a"))["version"] == 1
+    assert reg.schema_types() == ["AVRO", "JSON"]
+    assert [(b["subject"], b["version"]) for b in reg.schemas()] == [("a-value", 1), ("a-value", 2), ("b-value", 1)]
+    assert [(b["subject"], b["version"]) for b in reg.schemas("a", latest_only=True)] == [("a-value", 2)]
+
+
+def test_not_found_and_invalid_answers(reg: SchemaRegistry) -> None:
+    fails(40401, reg.versions, "nope")
+    fails(40401, reg.version, "nope", 1)
+    fails(40401, reg.lookup, "nope", record("a"))
+    fails(40403, reg.schema_by_id, 9)
+    run(reg.register("s", record("a")))
+    fails(40402, reg.version, "s", 5)
+    fails(42202, reg.version, "s", "x")
+    fails(42202, reg.version, "s", 0)
+    fails(40403, reg.lookup, "s", record("zzz"))
+    fails(42201, reg.register, "s", {"schema": "{not json"})
+    fails(42201, reg.register, "s", {"schema": "{}", "schemaType": "PROTOBUF"})
+
+
+def test_incompatible_is_409_and_config_decides(reg: SchemaRegistry) -> None:
+    run(reg.register("s", record("a")))
+    err = fails(409, reg.register, "s", REQUIRED_B)
+    assert err.status == 409 and 'subject "s"' in err.message
+    assert reg.check_compatibility("s", "latest", REQUIRED_B) == {"is_compatible": False}
+    assert reg.check_compatibility("s", None, record("a", "z")) == {"is_compatible": True}
+    assert reg.check_compatibility("s", 1, REQUIRED_B, verbose=True)["messages"]
+    assert run(reg.set_config("s", {"compatibility": "forward"})) == {"compatibility": "FORWARD"}
+    assert reg.get_config("s") == {"compatibilityLevel": "FORWARD"}
+    assert reg.get_config(None) == {"compatibilityLevel": "BACKWARD"}
+    assert run(reg.register("s", REQUIRED_B)) == {"id": 2}
+    fails(42203, reg.set_config, None, {"compatibility": "SIDEWAYS"})
+    fails(40408, reg.get_config, "other")
+    assert reg.get_config("other", default_to_global=True) == {"compatibilityLevel": "BACKWARD"}
+    assert run(reg.delete_config("s")) == {"compatibilityLevel": "FORWARD"}
+    fails(40408, reg.delete_config, "s")
+
+
+def test_soft_and_permanent_delete(reg: SchemaRegistry) -> None:
+    run(reg.register("s", record("a")))
+    run(reg.register("s", record("a", "b")))
+    fails(40407, reg.delete_version, "s", 1, permanent=True)  # not soft-deleted first
+    assert run(reg.delete_version("s", 1)) == 1
+    fails(40402, reg.version, "s", 1)
+    assert reg.version("s", 1, deleted=True)["id"] == 1
+    assert reg.schema_by_id(1)  # soft-deleted versions still resolve by id
+    assert reg.versions("s") == [2] and reg.versions("s", deleted=True) == [1, 2]
+    fails(40406, reg.delete_version, "s", 1)
+    assert run(reg.delete_version("s", 1, permanent=True)) == 1
+    fails(40403, reg.schema_by_id, 1)  # nothing carries id 1 any more
+    fails(40405, reg.delete_subject, "s", permanent=True)
+    assert run(reg.delete_subject("s")) == [2]
+    fails(40401, reg.versions, "s")
+    assert reg.subjects() == [] and reg.subjects(deleted=True) == ["s"]
+    fails(40404, reg.delete_subject, "s")
+    assert run(reg.register("s", record("a", "b"))) == {"id": 2}  # re-registered after a soft delete
+    assert reg.versions("s") == [3]  # versions are not reused
+    run(reg.delete_subject("s"))
+    assert run(reg.delete_subject("s", permanent=True)) == [2, 3]
+    assert reg.subjects(deleted=True) == []
+    assert run(reg.register("s", record("a"))) == {"id": 3}  # ids are not reused either
+    assert reg.versions("s") == [1]
+
+
+def test_modes(reg: SchemaRegistry) -> None:
+    assert reg.get_mode(None) == {"mode": "READWRITE"}
+    run(reg.register("s", record("a")))
+    fails(42205, reg.set_mode, "s", {"mode": "IMPORT"})  # the subject has versions
+    assert run(reg.set_mode("s", {"mode": "READONLY"})) == {"mode": "READONLY"}
+    fails(42205, reg.register, "s", record("a", "b"))
+    fails(42205, reg.delete_version, "s", 1)
+    assert run(reg.delete_mode("s")) == {"mode": "READONLY"}
+    fails(42204, reg.set_mode, None, {"mode": "WRITEONLY"})
+    assert run(reg.set_mode("imp", {"mode": "IMPORT"})) == {"mode": "IMPORT"}
+    assert run(reg.register("imp", dict(record("x"), id=100, version=4))) == {"id": 100}
+    assert reg.version("imp", 4)["id"] == 100
+    fails(42205, reg.register, "imp", dict(record("y"), id=100))  # the id names another schema
+    fails(42205, reg.register, "s", dict(record("q"), id=7))  # ids are chosen only in IMPORT mode
+    assert run(reg.register("s", record("a", "q"))) == {"id": 101}  # after an import, ids continue above it
+
+
+def test_references(reg: SchemaRegistry) -> None:
+    address = {"schema": json.dumps({"type": "record", "name": "Address", "namespace": "x",
+                                     "fields": [{"name": "city", "type": "string"}]})}
+    run(reg.register("address", address))
+    user = {"schema": json.dumps({"type": "record", "name": "User", "namespace": "x",
+                                  "fields": [{"name": "home", "type": "x.Address"}]}),
+            "references": [{"name": "x.Address", "subject": "address", "version": 1}]}
+    assert run(reg.register("user", user)) == {"id": 2}
+    assert reg.schema_by_id(2)["references"] == [{"name": "x.Address", "subject": "address", "version": 1}]
+    assert "city" not in reg.schema_by_id(2)["schema"]  # the referenced type is named, not inlined
+    assert reg.referenced_by("address", 1) == [2]
+    fails(42206, reg.delete_version, "address", 1)
+    fails(42201, reg.register, "user2", dict(user, references=[]))  # x.Address unknown without the reference
+    assert reg.lookup("user", user)["id"] == 2
+
+
+def test_replay_rebuilds_the_same_state_and_tombstones_remove() -> None:
+    store = MemoryStore()
+    reg = SchemaRegistry(store)
+    run(reg.register("s", record("a")))
+    run(reg.register("s", record("a", "b")))
+    run(reg.register("t", record("a")))
+    run(reg.set_config("s", {"compatibility": "FULL"}))
+    run(reg.set_config(None, {"compatibility": "NONE"}))
+    run(reg.set_mode("t", {"mode": "READONLY"}))
+    run(reg.delete_version("s", 1))
+    again = SchemaRegistry(store)
+    run(again.load())
+    assert again.state.subjects == reg.state.subjects
+    assert again.state.ids == reg.state.ids
+    assert again.state.configs == {"s": "FULL", None: "NONE"}
+    assert again.state.modes == {"t": "READONLY"}
+    # Confluent's key layout, byte for byte
+    assert store.records[0][0] == b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}'
+    value = json.loads(store.records[0][1])
+    assert value["id"] == 1 and value["deleted"] is False and "schemaType" not in value
+    # a record written by another writer is picked up on the next request
+    store.records.append((r.config_key("t"), r.config_value("FORWARD")))
+    reg.refresh()
+    assert reg.get_config("t") == {"compatibilityLevel": "FORWARD"}
+    store.records.append((r.config_key("t"), None))
+    store.records.append((b"not json", b"{}"))  # skipped, not fatal
+    store.records.append((r.noop_key(), None))
+    reg.refresh()
+    fails(40408, reg.get_config, "t")
+
+
+def test_a_subject_whose_versions_are_all_soft_deleted_is_not_found(reg: SchemaRegistry) -> None:
+    run(reg.register("s", record("a")))
+    run(reg.delete_subject("s"))
+    fails(40401, reg.version, "s", 1)
+    fails(40401, reg.version, "s", "latest")
+    fails(40401, reg.lookup, "s", record("a"))
+    assert reg.lookup("s", record("a"), deleted=True)["version"] == 1
+    assert reg.version("s", 1, deleted=True)["id"] == 1
+
+
+def test_compatibility_of_a_new_subject(reg: SchemaRegistry) -> None:
+    assert reg.check_compatibility("new", "latest", record("a")) == {"is_compatible": True}
+    assert reg.check_compatibility("new", None, record("a")) == {"is_compatible": True}
+    fails(40401, reg.check_compatibility, "new", 1, record("a"))
