@@ -43,3 +43,10 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
         docs.append(doc)
     schema = docs[-1]
     return ParsedJson(schema, json.dumps(schema, separators=(",", ":"), sort_keys=normalize, ensure_ascii=False))
+
+
+def check(level: str, new: Any, previous: list[tuple[int, str, Any]]) -> list[str]:
+    """Not decided yet: a new version of a JSON subject needs level NONE (42205 says so)."""
+    raise errors.operation_not_permitted(
+        f"Compatibility of JSON schemas is not checked by this registry yet: compatibility {level}; set it to "
+        "NONE (PUT /config/{subject}) to register or test a new version")

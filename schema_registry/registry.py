@@ -14,8 +14,18 @@ from minikafka.schema_registry import records as r
 from minikafka.schema_registry.state import COMPATIBILITY_LEVELS, MODES, RegistryState, StoredSchema, Version
 
 INT32_MAX = 2**31 - 1
-SCHEMA_TYPES = ("AVRO", "JSON")  # PROTOBUF: not yet (its registration answers 42201)
-_PARSERS = {"AVRO": avro_schema.parse, "JSON": json_schema.parse}
+
+class SchemaType(Protocol):
+    """A schema type's module (avro_schema.py, json_schema.py, ...)."""
+    def parse(self, text: str, references: list[str] = (), normalize: bool = False) -> Any:
+        """An object with `.schema` (the parsed form) and `.text` (what is stored); InvalidSchema (42201)."""
+    def check(self, level: str, new: Any, previous: list[tuple[int, str, Any]]) -> list[str]:
+        """Confluent's incompatibility details of `new` against `previous` (version, text, parsed), oldest
+        first, under `level` (never NONE); [] if compatible."""
+
+
+TYPES: dict[str, SchemaType] = {"AVRO": avro_schema, "JSON": json_schema}  # type: ignore[dict-item]
+SCHEMA_TYPES = tuple(TYPES)
 
 
 
@@ -120,7 +130,7 @@ class SchemaRegistry:
         if not isinstance(text, str) or not text.strip():
             raise errors.invalid_schema("Empty schema")
         refs = self._resolve_references(body.get("references"))
-        parsed = _PARSERS[schema_type](text, self._reference_texts(refs), normalize)
+        parsed = TYPES[schema_type].parse(text, self._reference_texts(refs), normalize)
         return StoredSchema(schema_type, parsed.text, refs), parsed.schema
 
     def _schema(self, stored: StoredSchema) -> Any:
@@ -128,14 +138,14 @@ class SchemaRegistry:
         alone can grow)."""
         schema = self._parsed.get(stored)
         if schema is None:
-            schema = _PARSERS[stored.schema_type](stored.schema, self._reference_texts(stored.references)).schema
+            schema = TYPES[stored.schema_type].parse(stored.schema, self._reference_texts(stored.references)).schema
             self._parsed[stored] = schema
         return schema
 
     def _incompatibilities(self, subject: str, level: str, stored: StoredSchema, schema: Any,
                            previous: list[Version]) -> list[str]:
         """The details of `schema`'s incompatibility with `previous` (live versions, oldest first) under
-        `level`; [] if compatible. A JSON schema's compatibility is not decided yet: 42205 unless NONE."""
+        `level`; [] if compatible."""
         if level == "NONE" or not previous:
             return []
         against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
@@ -144,13 +154,8 @@ class SchemaRegistry:
                 return [f"{{errorType:'TYPE_MISMATCH', description:'The schema type {stored.schema_type} does not "
                         f"match the type {entry.schema.schema_type} of version {entry.version}'}}",
                         f"{{oldSchemaVersion: {entry.version}}}", f"{{compatibility: '{level}'}}"]
-        if stored.schema_type != "AVRO":
-            raise errors.operation_not_permitted(
-                f"Compatibility of {stored.schema_type} schemas is not checked by this registry yet: subject "
-                f"'{subject}' has compatibility {level}; set it to NONE (PUT /config/{subject}) to register or "
-                "test a new version")
-        return avro_schema.check(level, schema, [(e.version, e.schema.schema, self._schema(e.schema))
-                                                 for e in previous])
+        return TYPES[stored.schema_type].check(level, schema, [(e.version, e.schema.schema, self._schema(e.schema))
+                                                               for e in previous])
 
     # ================================================================ answers
 
