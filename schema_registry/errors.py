@@ -95,3 +95,25 @@ def unprocessable(detail: str) -> RegistryError:
 
 def store_error(detail: str) -> RegistryError:
     return RegistryError(500, 50001, f"Error in the backend data store - {detail}")
+
+
+# ---- a registry of several nodes (a multi-node cluster): Confluent's RestServerErrorException family (HTTP 500)
+
+class NotLeader(RegistryError):
+    """This node does not lead `_schemas` partition 0, so it may not write: the REST layer forwards the write
+    to the leader's listener (forwarding.py); unforwarded it answers Confluent's 50004."""
+
+    def __init__(self) -> None:
+        super().__init__(500, 50004, "Leader not known.")
+
+
+def operation_timed_out(message: str = "Operation timed out") -> RegistryError:
+    return RegistryError(500, 50002, message)
+
+
+def forwarding_failed(message: str) -> RegistryError:
+    return RegistryError(500, 50003, message)
+
+
+def unknown_leader() -> RegistryError:
+    return RegistryError(500, 50004, "Leader not known.")

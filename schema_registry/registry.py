@@ -1,8 +1,9 @@
 """The registry's operations, as Confluent Schema Registry's resources answer them (v7 semantics): every
 method returns the JSON body of its answer or raises a RegistryError (errors.py).
 
-Writes are serialized by one lock: a change is appended to `_schemas` through the store (store.py), then
-applied to the state (state.py) exactly as a replay would apply it. Reads come from memory.
+Writes are serialized by one lock: the store first applies all it holds (`prepare_write`; on a cluster it
+raises NotLeader on a node that does not lead `_schemas`), then a change is appended through the store
+(store.py), then applied to the state (state.py) exactly as a replay would apply it. Reads come from memory.
 """
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ SCHEMA_TYPES = tuple(TYPES)
 
 
 class Store(Protocol):
-    """store.py's LogStore (the `_schemas` partition) or MemoryStore."""
+    """store.py's LogStore (the `_schemas` partition), ReplicatedLogStore (a cluster's) or MemoryStore."""
+    async def wait_ready(self, timeout_s: float) -> None: ...
+    async def prepare_write(self, state: RegistryState) -> None: ...
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None: ...
+    async def wait_applied(self, state: RegistryState, offset: int, timeout_s: float) -> bool: ...
     def catch_up(self, state: RegistryState, max_chunks: int | None = None) -> bool: ...
     async def replay(self, state: RegistryState) -> None: ...
 
@@ -251,7 +255,7 @@ class SchemaRegistry:
 
     async def register(self, subject: str, body: object, normalize: bool = False) -> dict:
         async with self._lock:
-            self.refresh()  # decide on everything the store holds
+            await self.store.prepare_write(self.state)  # decide on everything the store holds (leader only)
             return await self._register(subject, body, normalize)
 
     async def _register(self, subject: str, body: dict, normalize: bool) -> dict:
@@ -291,7 +295,7 @@ class SchemaRegistry:
 
     async def delete_version(self, subject: str, version: str | int, permanent: bool = False) -> int:
         async with self._lock:
-            self.refresh()  # decide on everything the store holds
+            await self.store.prepare_write(self.state)  # decide on everything the store holds (leader only)
             self._check_writable(subject)
             # `latest` is the latest live version; a number may name a soft-deleted one (40406 / permanent delete)
             entry = self._find_version(subject, version, deleted=parse_version(version) is not None)
@@ -315,7 +319,7 @@ class SchemaRegistry:
 
     async def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
         async with self._lock:
-            self.refresh()  # decide on everything the store holds
+            await self.store.prepare_write(self.state)  # decide on everything the store holds (leader only)
             self._check_writable(subject)
             every = self.state.versions(subject, deleted=True)
             live = [e for e in every if not e.deleted]
@@ -371,14 +375,14 @@ class SchemaRegistry:
         if not isinstance(level, str) or level.upper() not in COMPATIBILITY_LEVELS:
             raise errors.invalid_compatibility_level()
         async with self._lock:
-            self.refresh()  # decide on everything the store holds
+            await self.store.prepare_write(self.state)  # decide on everything the store holds (leader only)
             self._check_writable(subject)
             await self._write([(r.config_key(subject), r.config_value(level.upper()))])
         return {"compatibility": level.upper()}
 
     async def delete_config(self, subject: str | None) -> dict:
         async with self._lock:
-            self.refresh()  # decide on everything the store holds
+            await self.store.prepare_write(self.state)  # decide on everything the store holds (leader only)
             if subject is not None and subject not in self.state.configs:
                 raise errors.subject_compatibility_not_configured(subject)
             previous = self.state.compatibility(subject)
@@ -397,7 +401,7 @@ class SchemaRegistry:
             raise errors.invalid_mode(mode)
         mode = mode.upper()
         async with self._lock:
-            self.refresh()  # decide on everything the store holds
+            await self.store.prepare_write(self.state)  # decide on everything the store holds (leader only)
             if mode == "IMPORT" and not force:
                 has = self.state.versions(subject) if subject is not None else self.state.live_subjects()
                 if has:
@@ -409,7 +413,7 @@ class SchemaRegistry:
 
     async def delete_mode(self, subject: str | None) -> dict:
         async with self._lock:
-            self.refresh()  # decide on everything the store holds
+            await self.store.prepare_write(self.state)  # decide on everything the store holds (leader only)
             if subject is not None and subject not in self.state.modes:
                 raise errors.subject_mode_not_configured(subject)
             previous = self.state.mode(subject)

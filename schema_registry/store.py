@@ -2,18 +2,28 @@
 applies every record past the last one applied (Confluent's KafkaStoreReaderThread, done on demand: before
 each request and after each append, so records appended by anyone else are seen too).
 
-It gets the partition log (the ordinary partition-log interface: append, read, log start and end offsets)
-from broker/server.py; it knows nothing else of the broker.
+It gets the partition log (the ordinary partition-log interface: append, read, log start and end offsets,
+high watermark) from broker/schema_registry_listener.py; it knows nothing else of the broker, nor of HTTP.
+
+Invariant: only records below the partition's high watermark are applied (committed ones: on a single node
+that is the log end), so what a node serves is never something a failover could take back.
+
+ReplicatedLogStore is the store of a node of a multi-node cluster: it writes only while the node leads
+partition 0 (`Leadership`, the broker's replica manager), a write is acknowledged once committed (acks=all:
+the high watermark past it), and before deciding a write the leader has applied its whole log, committed
+first, so ids and versions chosen after a failover never repeat. Anywhere else a write raises NotLeader.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from typing import Any, Callable, Protocol
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from minikafka.protocol.record_batch import iter_headers
+from minikafka.schema_registry import errors
 from minikafka.schema_registry import records as r
 from minikafka.schema_registry.state import RegistryState
 from minikafka.storage.producer_state import AppendOrigin
@@ -36,19 +46,37 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) ->
 
 class LogStore:
     def __init__(self, plog: Any, clock: Any = None) -> None:
-        import time
         self.plog = plog
         self._clock = clock or time.time
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Returns once the store can serve (at once: the partition is given at construction)."""
+
+    async def prepare_write(self, state: RegistryState) -> None:
+        """Before a write is decided (under the registry's lock): everything the store holds applied."""
+        self.catch_up(state)
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         self.plog.append(build_batch(records, int(self._clock() * 1000)), origin=AppendOrigin.COORDINATOR)
 
+    async def wait_applied(self, state: RegistryState, offset: int, timeout_s: float) -> bool:
+        """Apply up to at least `offset` (a write another node made and reported), waiting at most `timeout_s`
+        for the local copy to have it committed; False if it did not come in time."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.catch_up(state)
+            if state.next_offset >= offset:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+
     def catch_up(self, state: RegistryState, max_chunks: int | None = None) -> bool:
-        """Apply the records from the state's `next_offset` to the log end; False if `max_chunks` stopped it
-        first."""
+        """Apply the records from the state's `next_offset` to the high watermark; False if `max_chunks` stopped
+        it first."""
         plog = self.plog
         offset = max(state.next_offset, plog.log_start_offset)
-        end = plog.log_end_offset
+        end = plog.high_watermark
         chunks = 0
         while offset < end:
             if max_chunks is not None and chunks >= max_chunks:
@@ -85,11 +113,103 @@ def _apply(state: RegistryState, offset: int, key: bytes | None, value: bytes | 
         log.warning("_schemas offset %d: skipping a record this registry cannot read: %s", offset, exc)
 
 
+class Leadership(Protocol):
+    """What the store needs of the broker about `_schemas` partition 0 (its replica manager)."""
+
+    def leader_error(self) -> int:
+        """0 while this node leads the partition and the ISR is at least min.insync.replicas, else Kafka's error
+        code (NOT_LEADER_OR_FOLLOWER 6, NOT_ENOUGH_REPLICAS 19)."""
+
+    def leader_epoch(self) -> int: ...
+
+    async def wait_committed(self, end_offset: int, timeout_s: float) -> int:
+        """0 once the high watermark reached `end_offset`, else Kafka's error code (6: leadership lost,
+        7: timed out, 20: ISR below min.insync.replicas)."""
+
+
+NOT_LEADER_OR_FOLLOWER = 6
+NOT_ENOUGH_REPLICAS = 19
+WRITE_TIMEOUT_S = 10.0  # a write not committed by then is answered 50002 (its outcome is then unknown)
+
+
+class ReplicatedLogStore(LogStore):
+    """`_schemas` partition 0 on a node of a multi-node cluster. The partition log is looked up through
+    `partition` (None until the topic exists here); `ready` is set by the broker once it was replayed."""
+
+    def __init__(self, partition: Callable[[], Any], leadership: Leadership, clock: Any = None) -> None:
+        super().__init__(None, clock)
+        self._partition = partition
+        self.leadership = leadership
+        self.ready = asyncio.Event()
+        self.failure: str | None = None  # why the store cannot serve (set by the broker's start-up task)
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        if not self.ready.is_set():
+            try:
+                await asyncio.wait_for(self.ready.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                pass
+        if self.failure is not None:
+            raise errors.store_error(self.failure)
+        if not self.ready.is_set():
+            raise errors.operation_timed_out("The schema registry is still loading the _schemas topic")
+        plog = self._partition()
+        if plog is None:
+            raise errors.store_error("this node holds no replica of _schemas partition 0")
+        self.plog = plog  # the topic may have been deleted and created again
+
+    def _code_error(self, code: int, what: str) -> errors.RegistryError:
+        if code == NOT_LEADER_OR_FOLLOWER:
+            return errors.NotLeader()
+        if code == 7:
+            return errors.operation_timed_out(f"{what} timed out")
+        if code in (NOT_ENOUGH_REPLICAS, 20):
+            return errors.store_error("the _schemas partition has fewer in-sync replicas than min.insync.replicas")
+        return errors.store_error(f"Kafka error {code}")
+
+    async def prepare_write(self, state: RegistryState) -> None:
+        """Leader only (NotLeader otherwise): its whole log committed and applied before anything is decided,
+        records of an earlier leader included."""
+        if (code := self.leadership.leader_error()):
+            raise self._code_error(code, "Operation")
+        end = self.plog.log_end_offset
+        if self.plog.high_watermark < end:
+            if (code := await self.leadership.wait_committed(end, WRITE_TIMEOUT_S)):
+                raise self._code_error(code, "Operation")
+        self.catch_up(state)
+        if state.next_offset < end:  # the log moved meanwhile (a truncation): decide nothing on it
+            raise errors.NotLeader()
+
+    async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Appended as the leader in its epoch, returned once committed; NotLeader before the append, 50002
+        after it when it is not known to be committed (leadership lost or timed out)."""
+        if (code := self.leadership.leader_error()):
+            raise self._code_error(code, "Operation")
+        info = self.plog.append(build_batch(records, int(self._clock() * 1000)),
+                                leader_epoch=self.leadership.leader_epoch(), origin=AppendOrigin.COORDINATOR)
+        code = await self.leadership.wait_committed(info.last_offset + 1, WRITE_TIMEOUT_S)
+        if code == NOT_LEADER_OR_FOLLOWER:
+            raise errors.operation_timed_out("Operation timed out: leadership of _schemas moved before the write "
+                                             "was committed")
+        if code:
+            raise self._code_error(code, "Operation")
+
+
 class MemoryStore:
     """The store without a log (unit tests): records kept in a list, applied the same way."""
 
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes | None]] = []
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        pass
+
+    async def prepare_write(self, state: RegistryState) -> None:
+        self.catch_up(state)
+
+    async def wait_applied(self, state: RegistryState, offset: int, timeout_s: float) -> bool:
+        self.catch_up(state)
+        return True
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         self.records += records
