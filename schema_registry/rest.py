@@ -6,6 +6,10 @@ Bounds: at most MAX_CONNECTIONS open connections, request bodies up to MAX_BODY_
 is parsed and checked on the event loop, so its size bounds that work), idle keep-alive connections closed
 after KEEPALIVE_TIMEOUT_S; a handler's unexpected exception is a logged 500 (a 50001 body), never a broken
 broker.
+
+On a cluster (a `forwarder` given) a write this node may not make (NotLeader: it does not lead `_schemas`) is
+forwarded to the leader's listener (forwarding.py) and answered with the leader's answer once this node applied
+it; a write made here answers the `_schemas` offset its state reached in OFFSET_HEADER.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from minikafka.schema_registry import errors
+from minikafka.schema_registry.forwarding import FORWARDED_HEADER, OFFSET_HEADER, Forwarder
 from minikafka.schema_registry.registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,7 @@ MAX_CONNECTIONS = 256  # open connections at once; more are closed unanswered
 SHUTDOWN_TIMEOUT_S = 3.0  # at broker stop: requests in flight get this long, then their connections close
 
 REGISTRY: web.AppKey[SchemaRegistry] = web.AppKey("registry", SchemaRegistry)
+FORWARDER: web.AppKey[Forwarder] = web.AppKey("forwarder", Forwarder)
 
 
 def _answer(value: object, status: int = 200) -> web.Response:
@@ -58,13 +64,64 @@ def _schema_id(request: web.Request) -> int:
         raise errors.schema_id_not_found(request.match_info["id"]) from None  # type: ignore[arg-type]
 
 
+# the writes, as (method, route) -> (what Confluent's forwarding error names, its timeout message)
+WRITES = {
+    ("POST", "/subjects/{subject}/versions"): ("register schema", "Register operation timed out"),
+    ("DELETE", "/subjects/{subject}"): ("delete subject", "Delete Subject operation timed out"),
+    ("DELETE", "/subjects/{subject}/versions/{version}"): ("delete schema version",
+                                                           "Delete Schema Version operation timed out"),
+    ("PUT", "/config"): ("update config", "Update config operation timed out"),
+    ("PUT", "/config/{subject}"): ("update config", "Update config operation timed out"),
+    ("DELETE", "/config"): ("delete config", "Delete config operation timed out"),
+    ("DELETE", "/config/{subject}"): ("delete config", "Delete config operation timed out"),
+    ("PUT", "/mode"): ("update mode", "Update mode operation timed out"),
+    ("PUT", "/mode/{subject}"): ("update mode", "Update mode operation timed out"),
+    ("DELETE", "/mode"): ("delete mode", "Delete mode operation timed out"),
+    ("DELETE", "/mode/{subject}"): ("delete mode", "Delete mode operation timed out"),
+}
+READY_WAIT_S = 5.0  # a request during a cluster node's start-up waits this long for `_schemas` to be replayed
+READ_YOUR_WRITES_S = 5.0  # after a forwarded write: how long this node waits to have applied it
+
+
+def _write_op(request: web.Request) -> tuple[str, str] | None:
+    resource = request.match_info.route.resource
+    return None if resource is None else WRITES.get((request.method, resource.canonical))
+
+
+async def _forwarded(request: web.Request, not_leader: errors.RegistryError, op: tuple[str, str] | None
+                     ) -> web.StreamResponse:
+    """A write this node may not make: the leader's answer (forwarding.py), once this node applied the write."""
+    forwarder = request.app.get(FORWARDER)
+    if forwarder is None or op is None or FORWARDED_HEADER in request.headers:
+        return _answer(not_leader.body(), not_leader.status)  # one hop: the forwarding node asks again
+    answer = await forwarder.forward(request.method, request.raw_path, await request.read(), dict(request.headers),
+                                     op[0])
+    registry = request.app[REGISTRY]
+    if answer.offset is not None and 200 <= answer.status < 300 \
+            and not await registry.store.wait_applied(registry.state, answer.offset, READ_YOUR_WRITES_S):
+        log.warning("schema registry: %s %s: the leader's write (offset %d) not replicated here within %.0f s",
+                    request.method, request.path, answer.offset, READ_YOUR_WRITES_S)
+    return web.Response(status=answer.status, body=answer.body, headers={"Content-Type": answer.content_type})
+
+
 @web.middleware
 async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                   ) -> web.StreamResponse:
+    op = _write_op(request)
     try:
-        request.app[REGISTRY].refresh()
-        return await handler(request)
+        registry = request.app[REGISTRY]
+        await registry.store.wait_ready(READY_WAIT_S)
+        registry.refresh()
+        try:
+            response = await handler(request)
+        except errors.NotLeader as exc:
+            return await _forwarded(request, exc, op)
+        if op is not None:  # what a forwarding node catches up to before it answers
+            response.headers[OFFSET_HEADER] = str(registry.state.next_offset)
+        return response
     except errors.RegistryError as exc:
+        if exc.error_code == 50002 and op is not None:
+            return _error(exc.status, exc.error_code, op[1])
         return _answer(exc.body(), exc.status)
     except web.HTTPRequestEntityTooLarge:
         return _error(413, 413, f"Request body larger than {MAX_BODY_BYTES} bytes")
@@ -230,9 +287,11 @@ async def delete_mode(request: web.Request) -> web.Response:
 
 # ==================================================================== the listener
 
-def build_app(registry: SchemaRegistry) -> web.Application:
+def build_app(registry: SchemaRegistry, forwarder: Forwarder | None = None) -> web.Application:
     app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
     app[REGISTRY] = registry
+    if forwarder is not None:
+        app[FORWARDER] = forwarder
     app.add_routes(ROUTES)
     return app
 
@@ -251,16 +310,17 @@ class RestServer:
     runner's `web.Server`) behind a count: past MAX_CONNECTIONS open connections a new one is closed
     unanswered. aiohttp does the rest: parsing, keep-alive, TLS (`ssl_context`), routing."""
 
-    def __init__(self, registry: SchemaRegistry, host: str, port: int, ssl_context: ssl.SSLContext | None = None
-                 ) -> None:
+    def __init__(self, registry: SchemaRegistry, host: str, port: int, ssl_context: ssl.SSLContext | None = None,
+                 forwarder: Forwarder | None = None) -> None:
         self.registry = registry
+        self.forwarder = forwarder  # a cluster node's: writes it may not make go to the leader (forwarding.py)
         self.host, self.port = host, port
         self.ssl_context = ssl_context
         self._runner: web.AppRunner | None = None
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
-        runner = web.AppRunner(build_app(self.registry), handle_signals=False, access_log=None,
+        runner = web.AppRunner(build_app(self.registry, self.forwarder), handle_signals=False, access_log=None,
                                keepalive_timeout=KEEPALIVE_TIMEOUT_S, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         handlers = runner.server
@@ -288,3 +348,5 @@ class RestServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.forwarder is not None:
+            await self.forwarder.close()
