@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Spark's Kafka connector jars (spark-sql-kafka-0-10 and its runtime deps) from Maven Central.
+"""Spark's Kafka connector jars (spark-sql-kafka-0-10 and its runtime deps) and spark-avro (from_avro, for
+the Schema Registry pipeline of docs/schema-registry.md) from Maven Central.
 
 `mvn dependency:copy-dependencies` copies them into a cache outside the repository (never commit them):
 
@@ -31,6 +32,8 @@ from scripts.apache_kafka import DEPENDENCY_PLUGIN_VERSION, _file_lock, cache_ba
 SPARK_VERSION = "4.0.0"
 POM_TEMPLATE = Path(__file__).resolve().parent / "spark-lab" / "pom.xml"
 MARKER = ".fetched"
+# the Spark artifacts the pom names (at SPARK_VERSION); their runtime deps come along
+ARTIFACTS = ("spark-sql-kafka-0-10_2.13", "spark-avro_2.13")
 
 
 def version() -> str:
@@ -82,9 +85,10 @@ def fetch(v: str | None = None, force: bool = False, quiet: bool = True) -> Path
         res = subprocess.run(cmd, cwd=cdir, capture_output=quiet, text=True)
         if res.returncode != 0:
             out = (res.stdout or "") + (res.stderr or "") if quiet else ""
-            raise RuntimeError(f"maven fetch of spark-sql-kafka-0-10 {v} failed ({res.returncode}):\n{out[-4000:]}")
-        if not (tmp / f"spark-sql-kafka-0-10_2.13-{v}.jar").is_file():
-            raise RuntimeError(f"fetch finished but spark-sql-kafka-0-10_2.13-{v}.jar is missing in {tmp}")
+            raise RuntimeError(f"maven fetch of the Spark jars {v} failed ({res.returncode}):\n{out[-4000:]}")
+        for artifact in ARTIFACTS:
+            if not (tmp / f"{artifact}-{v}.jar").is_file():
+                raise RuntimeError(f"fetch finished but {artifact}-{v}.jar is missing in {tmp}")
         marker.unlink(missing_ok=True)
         shutil.rmtree(jars, ignore_errors=True)
         tmp.rename(jars)
