@@ -43,7 +43,9 @@ async def start_schema_registry(state: "BrokerState", url: str) -> "RestServer":
         raise RuntimeError(f"the {TOPIC} partition 0 is not on this node")
     registry = SchemaRegistry(LogStore(plog))
     await registry.load()
-    server = RestServer(registry, host, port, ssl_context=context)
+    from minikafka.broker.schema_registry_security import registry_security
+    server = RestServer(registry, host, port, ssl_context=context, security=registry_security(state, registry))
+    state.schema_registry_metrics = server.metrics  # the minikafka_schema_registry_* series of /metrics
     await server.start()
     log.info("schema registry on %s://%s:%d (%d subjects, %d schema ids, replayed %d %s records)",
              "https" if tls else "http", host, server.port, len(registry.state.subjects), len(registry.state.ids), registry.state.applied, TOPIC)

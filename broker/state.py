@@ -98,6 +98,7 @@ class BrokerState:
         self.memory_pool = MemoryPool(pool_capacity(config.queued_max_request_bytes))
         self.connections = None
         self.metrics = BrokerMetrics()  # traffic counters; the rest of /metrics is read at scrape time
+        self.schema_registry_metrics = None  # schema_registry/metrics.RegistryMetrics while its listener runs
         self.faults = None  # broker/faults.FaultEngine when minikafka.faults.enable=true (tests only)
         if config.get("minikafka.faults.enable").strip().lower() == "true":
             from minikafka.broker.ops.faults import FaultEngine

@@ -17,13 +17,17 @@ import asyncio
 import json
 import logging
 import ssl
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from aiohttp import web
 
 from minikafka.schema_registry import errors
 from minikafka.schema_registry.forwarding import FORWARDED_HEADER, OFFSET_HEADER, Forwarder
 from minikafka.schema_registry.registry import SchemaRegistry
+
+if TYPE_CHECKING:
+    from minikafka.schema_registry.metrics import RegistryMetrics
+    from minikafka.schema_registry.rest_security import Security
 
 log = logging.getLogger(__name__)
 
@@ -287,8 +291,11 @@ async def delete_mode(request: web.Request) -> web.Response:
 
 # ==================================================================== the listener
 
-def build_app(registry: SchemaRegistry, forwarder: Forwarder | None = None) -> web.Application:
-    app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
+def build_app(registry: SchemaRegistry, forwarder: Forwarder | None = None, security: "Security | None" = None,
+              metrics: "RegistryMetrics | None" = None) -> web.Application:
+    """`security` (authentication, ACLs) and `metrics` add rest_security.py's middlewares before `_errors`."""
+    from minikafka.schema_registry.rest_security import middlewares
+    app = web.Application(middlewares=[*middlewares(security, metrics), _errors], client_max_size=MAX_BODY_BYTES)
     app[REGISTRY] = registry
     if forwarder is not None:
         app[FORWARDER] = forwarder
@@ -311,7 +318,10 @@ class RestServer:
     unanswered. aiohttp does the rest: parsing, keep-alive, TLS (`ssl_context`), routing."""
 
     def __init__(self, registry: SchemaRegistry, host: str, port: int, ssl_context: ssl.SSLContext | None = None,
-                 forwarder: Forwarder | None = None) -> None:
+                 forwarder: Forwarder | None = None, security: "Security | None" = None) -> None:
+        from minikafka.schema_registry.metrics import RegistryMetrics
+        self.security = security  # rest_security.Security: authentication and ACLs; None: open
+        self.metrics = RegistryMetrics(registry)  # counters, read by the broker's /metrics
         self.registry = registry
         self.forwarder = forwarder  # a cluster node's: writes it may not make go to the leader (forwarding.py)
         self.host, self.port = host, port
@@ -320,8 +330,9 @@ class RestServer:
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
-        runner = web.AppRunner(build_app(self.registry, self.forwarder), handle_signals=False, access_log=None,
-                               keepalive_timeout=KEEPALIVE_TIMEOUT_S, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        app = build_app(self.registry, self.forwarder, self.security, self.metrics)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=KEEPALIVE_TIMEOUT_S,
+                               shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         handlers = runner.server
         assert handlers is not None

@@ -107,6 +107,8 @@ DEFAULTS: dict[str, str] = {
     "minikafka.metrics.listener": "",
     # the built-in Confluent-compatible Schema Registry (schema_registry/), off when empty; e.g. http://127.0.0.1:8081
     "schema.registry.listener": "",
+    # its HTTP authentication, NONE or BASIC (the broker's SASL users); empty: BASIC when a listener uses SASL
+    "schema.registry.authentication.method": "",
     # fault injection for client tests (broker/ops/faults.py, rules via /faults on the admin listener); off by default
     "minikafka.faults.enable": "false",
     # log lines: text (default) or json (one object per line; broker/ops/log_format.py)
@@ -561,6 +563,11 @@ class BrokerConfig:
             try:
                 parse_registry_listener(self.get("schema.registry.listener"))
             except RegistryListenerError as exc:
+                raise ConfigError(str(exc)) from None
+            from minikafka.schema_registry.auth import KEY as REGISTRY_AUTH_KEY, resolve_method
+            try:
+                resolve_method(self.get(REGISTRY_AUTH_KEY), bool(self.sasl))
+            except ValueError as exc:
                 raise ConfigError(str(exc)) from None
         if self.get("minikafka.faults.enable").strip().lower() not in ("true", "false"):
             raise ConfigError(f"minikafka.faults.enable must be true or false, got {self.get('minikafka.faults.enable')!r}")

@@ -289,6 +289,12 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
          "`https://…` with the `ssl.*` keys of a listener named `schema_registry` "
          "(`listener.name.schema_registry.ssl.keystore.location`, …; else the broker-wide `ssl.*`); its state is "
          "the compacted `_schemas` topic (single node only for now); empty: off."),
+        (("schema.registry.authentication.method",),
+         "The Schema Registry listener's authentication: `BASIC` (HTTP Basic credentials of the broker's SASL "
+         "users: the PLAIN users of the SASL listeners' JAAS configs and the SCRAM credentials; principal "
+         "`User:<name>`) or `NONE` (every request is `User:ANONYMOUS`); empty: `BASIC` when a broker listener "
+         "uses SASL, else `NONE`. With `authorizer.class.name` set, requests are authorized by TOPIC ACLs (see "
+         "the Schema Registry page)."),
         (("minikafka.log.format",), "`text` or `json` (one object per line)."),
         (("minikafka.faults.enable",),
          "Fault injection for client tests (`/faults` on the admin listener). Never in production."),

@@ -40,6 +40,7 @@ class BrokerCollector(Collector):
         yield from self._partitions()
         yield from self._transactions()
         yield from self._groups()
+        yield from self._schema_registry()
 
     # -- traffic ------------------------------------------------------------------------------
     def _requests(self) -> Iterable[Any]:
@@ -186,6 +187,35 @@ class BrokerCollector(Collector):
                     if plog is not None:
                         lag.add_metric(lv, float(max(plog.high_watermark - value.offset, 0)))
         return (groups, members, committed, lag)
+
+    def _schema_registry(self) -> Iterable[Any]:
+        """The built-in Schema Registry's counters (schema_registry/metrics.py), while its listener runs."""
+        m = self.state.schema_registry_metrics
+        if m is None:
+            return ()
+        sr = PREFIX + "schema_registry_"
+        requests = CounterMetricFamily(sr + "requests", "Schema Registry requests answered, by endpoint family "
+                                       "and status class", labels=["endpoint", "status"])
+        for (family, status), n in sorted(m.requests.items()):
+            requests.add_metric([family, status], n)
+        registered = CounterMetricFamily(sr + "schemas_registered", "Registrations that created a subject version")
+        registered.add_metric([], m.schemas_registered)
+        rejected = CounterMetricFamily(sr + "compatibility_rejections", "Schemas found incompatible: by "
+                                       "registrations (409) and compatibility checks", labels=["request"])
+        for request, n in sorted(m.compatibility_rejections.items()):
+            rejected.add_metric([request], n)
+        unauthenticated = CounterMetricFamily(sr + "authentication_failures", "Requests answered 401")
+        unauthenticated.add_metric([], m.authentication_failures)
+        denied = CounterMetricFamily(sr + "authorization_denials", "Requests answered 403 (40301)")
+        denied.add_metric([], m.authorization_denials)
+        fams = [requests, registered, rejected, unauthenticated, denied]
+        for name, value in m.gauges().items():
+            g = GaugeMetricFamily(sr + name, {"subjects": "Subjects with a live version",
+                                              "schema_ids": "Schema ids registered",
+                                              "versions": "Live subject versions"}.get(name, name))
+            g.add_metric([], float(value))
+            fams.append(g)
+        return fams
 
 
 def make_registry(state: "BrokerState", ready: Any = None) -> CollectorRegistry:
