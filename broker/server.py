@@ -219,13 +219,11 @@ class Broker:
 
     async def _start_schema_registry(self) -> None:
         """The built-in Schema Registry (broker/schema_registry_listener.py): `_schemas` replayed, then its
-        HTTP listener bound, before the Kafka listeners open (a taken port fails start-up early)."""
+        HTTP listener bound, before the Kafka listeners open (a taken port fails start-up early); on a cluster
+        the listener is bound here and `_schemas` loaded once the node caught up with the cluster metadata."""
         url = self.config.get("schema.registry.listener").strip()
         if not url:
             return
-        if self.config.quorum is not None:
-            raise StartupError("schema.registry.listener is supported on a single node only (not with a "
-                               "multi-node quorum) for now")
         from minikafka.broker.schema_registry_listener import start_schema_registry
         assert self.state is not None
         from minikafka.broker.config.core import ConfigError

@@ -28,7 +28,7 @@ FORWARDED_HEADER = "X-Minikafka-Forwarded"
 OFFSET_HEADER = "X-Minikafka-Schemas-Offset"
 FORWARD_TIMEOUT_S = 15.0  # longer than a leader's own write timeout (store.WRITE_TIMEOUT_S)
 RETRY_S = 0.2
-PASSED_HEADERS = ("Content-Type", "Accept")
+PASSED_HEADERS = ("Content-Type", "Accept", "Authorization")  # the client's credentials too, as Confluent forwards
 
 
 class Answer(NamedTuple):

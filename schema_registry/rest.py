@@ -85,6 +85,7 @@ WRITES = {
 }
 READY_WAIT_S = 5.0  # a request during a cluster node's start-up waits this long for `_schemas` to be replayed
 READ_YOUR_WRITES_S = 5.0  # after a forwarded write: how long this node waits to have applied it
+MISS_WAIT_S = 1.0  # a read that found nothing waits this long for what the local replica holds to be committed
 
 
 def _write_op(request: web.Request) -> tuple[str, str] | None:
@@ -117,7 +118,18 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
         await registry.store.wait_ready(READY_WAIT_S)
         registry.refresh()
         try:
-            response = await handler(request)
+            try:
+                response = await handler(request)
+            except errors.RegistryError as exc:
+                # a read that finds nothing: the local replica may hold committed records its high watermark does
+                # not show yet (a follower learns it on its next fetch); caught up with them, it asks again
+                applied = registry.state.next_offset
+                if exc.status != 404 or op is not None or registry.store.local_end() <= applied:
+                    raise
+                await registry.store.wait_applied(registry.state, registry.store.local_end(), MISS_WAIT_S)
+                if registry.state.next_offset == applied:
+                    raise
+                response = await handler(request)
         except errors.NotLeader as exc:
             return await _forwarded(request, exc, op)
         if op is not None:  # what a forwarding node catches up to before it answers

@@ -59,6 +59,10 @@ class LogStore:
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         self.plog.append(build_batch(records, int(self._clock() * 1000)), origin=AppendOrigin.COORDINATOR)
 
+    def local_end(self) -> int:
+        """The end of what the local copy holds, committed or not yet known to be."""
+        return self.plog.log_end_offset
+
     async def wait_applied(self, state: RegistryState, offset: int, timeout_s: float) -> bool:
         """Apply up to at least `offset` (a write another node made and reported), waiting at most `timeout_s`
         for the local copy to have it committed; False if it did not come in time."""
@@ -210,6 +214,9 @@ class MemoryStore:
     async def wait_applied(self, state: RegistryState, offset: int, timeout_s: float) -> bool:
         self.catch_up(state)
         return True
+
+    def local_end(self) -> int:
+        return len(self.records)
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         self.records += records

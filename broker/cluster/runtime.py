@@ -83,6 +83,9 @@ class ClusterRuntime:
         names = [l.name for l in config.listeners if l.name not in config.controller_listener_names]
         resolved = self.peer_factory.inter_broker_listener  # broker/security/peer_security.py, checked at start-up
         self.inter_broker_listener: str = resolved if resolved in names or not names else names[0]
+        # endpoints registered besides the Kafka listeners, e.g. the schema registry's (name, host, port, protocol):
+        # clients' Metadata never names them (it answers the endpoints of the listener asked on)
+        self.extra_endpoints: list[tuple[str, str, int, str]] = []
         self._listeners: list[Listener] = []
         self._security_changed = True  # an ACL / SCRAM / broker config record committed since the last flush (first: load)
         self._late: list[Listener] = []  # added after partitions existed: told of all of them first
@@ -314,7 +317,7 @@ class ClusterRuntime:
                 continue
             adv = self.state.advertised_for(listener.name)
             out.append((listener.name, adv.host, adv.port, config.security_protocols.get(listener.name, "PLAINTEXT")))
-        return out
+        return out + self.extra_endpoints
 
     async def _register(self) -> None:
         from minikafka.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
