@@ -10,11 +10,22 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from minikafka.schema_registry import avro_schema, errors, json_schema
+from minikafka.schema_registry import avro_schema, errors, json_schema, protobuf_schema
 from minikafka.schema_registry import records as r
 from minikafka.schema_registry.state import COMPATIBILITY_LEVELS, MODES, RegistryState, StoredSchema, Version
 
 INT32_MAX = 2**31 - 1
+
+
+class ReferenceText(str):
+    """A referenced schema's text that also carries the name it is referenced by (`.name`: Protobuf's import
+    path); a plain str to the types that need only the text."""
+    name: str
+
+    def __new__(cls, text: str, name: str) -> ReferenceText:
+        self = super().__new__(cls, text)
+        self.name = name
+        return self
 
 class SchemaType(Protocol):
     """A schema type's module (avro_schema.py, json_schema.py, ...)."""
@@ -25,7 +36,8 @@ class SchemaType(Protocol):
         first, under `level` (never NONE); [] if compatible."""
 
 
-TYPES: dict[str, SchemaType] = {"AVRO": avro_schema, "JSON": json_schema}  # type: ignore[dict-item]
+TYPES: dict[str, SchemaType] = {"AVRO": avro_schema, "JSON": json_schema,  # type: ignore[dict-item]
+                                "PROTOBUF": protobuf_schema}
 SCHEMA_TYPES = tuple(TYPES)
 
 
@@ -95,7 +107,7 @@ class SchemaRegistry:
         """The referenced schemas' texts, dependencies first, each once."""
         seen = set() if seen is None else seen
         out: list[str] = []
-        for _name, subject, version in refs:
+        for name, subject, version in refs:
             if (subject, version) in seen:
                 continue
             seen.add((subject, version))
@@ -103,7 +115,7 @@ class SchemaRegistry:
             if entry is None:
                 raise errors.invalid_schema(f"reference {subject} version {version} not found")
             out += self._reference_texts(entry.schema.references, seen)
-            out.append(entry.schema.schema)
+            out.append(ReferenceText(entry.schema.schema, name))
         return out
 
     def _resolve_references(self, raw: object) -> tuple[tuple[str, str, int], ...]:
@@ -164,14 +176,22 @@ class SchemaRegistry:
 
     # ================================================================ answers
 
-    @staticmethod
-    def _version_body(entry: Version) -> dict:
+    def _formatted(self, stored: StoredSchema, fmt: str = "") -> str:
+        """The schema text in the output format `fmt` (`?format=`, e.g. Protobuf's `serialized`); the stored
+        text for none, or one its type does not know (as Confluent answers)."""
+        formatter = getattr(TYPES[stored.schema_type], "formatted", None)
+        if not fmt or formatter is None:
+            return stored.schema
+        out = formatter(self._schema(stored), fmt)
+        return stored.schema if out is None else out
+
+    def _version_body(self, entry: Version, fmt: str = "") -> dict:
         body: dict[str, Any] = {"subject": entry.subject, "version": entry.version, "id": entry.schema_id}
         if entry.schema.schema_type != "AVRO":
             body["schemaType"] = entry.schema.schema_type
         if entry.schema.references:
             body["references"] = entry.schema.references_json()
-        body["schema"] = entry.schema.schema
+        body["schema"] = self._formatted(entry.schema, fmt)
         return body
 
     def _find_version(self, subject: str, version: str | int, deleted: bool = False) -> Version:
@@ -191,7 +211,7 @@ class SchemaRegistry:
     def schema_types(self) -> list[str]:
         return list(SCHEMA_TYPES)
 
-    def schema_by_id(self, schema_id: int) -> dict:
+    def schema_by_id(self, schema_id: int, fmt: str = "") -> dict:
         stored = self.state.ids.get(schema_id)
         if stored is None:
             raise errors.schema_id_not_found(schema_id)
@@ -200,11 +220,11 @@ class SchemaRegistry:
             body["schemaType"] = stored.schema_type
         if stored.references:
             body["references"] = stored.references_json()
-        body["schema"] = stored.schema
+        body["schema"] = self._formatted(stored, fmt)
         return body
 
-    def schema_text_by_id(self, schema_id: int) -> str:
-        return self.schema_by_id(schema_id)["schema"]
+    def schema_text_by_id(self, schema_id: int, fmt: str = "") -> str:
+        return self.schema_by_id(schema_id, fmt)["schema"]
 
     def id_versions(self, schema_id: int, deleted: bool = False) -> list[dict]:
         if schema_id not in self.state.ids:
@@ -235,23 +255,24 @@ class SchemaRegistry:
             raise errors.subject_not_found(subject)
         return [e.version for e in live]
 
-    def version(self, subject: str, version: str | int, deleted: bool = False) -> dict:
-        return self._version_body(self._find_version(subject, version, deleted))
+    def version(self, subject: str, version: str | int, deleted: bool = False, fmt: str = "") -> dict:
+        return self._version_body(self._find_version(subject, version, deleted), fmt)
 
-    def version_schema(self, subject: str, version: str | int, deleted: bool = False) -> str:
-        return self._find_version(subject, version, deleted).schema.schema
+    def version_schema(self, subject: str, version: str | int, deleted: bool = False, fmt: str = "") -> str:
+        return self._formatted(self._find_version(subject, version, deleted).schema, fmt)
 
     def referenced_by(self, subject: str, version: str | int) -> list[int]:
         entry = self._find_version(subject, version)
         return self.state.referenced_by(subject, entry.version)
 
-    def lookup(self, subject: str, body: object, normalize: bool = False, deleted: bool = False) -> dict:
+    def lookup(self, subject: str, body: object, normalize: bool = False, deleted: bool = False, fmt: str = ""
+               ) -> dict:
         if not self.state.versions(subject, deleted):
             raise errors.subject_not_found(subject)
         stored, _ = self._parse_request(body, normalize)
         for entry in reversed(self.state.versions(subject, deleted)):
             if entry.schema == stored:
-                return self._version_body(entry)
+                return self._version_body(entry, fmt)
         raise errors.schema_not_found()
 
     async def register(self, subject: str, body: object, normalize: bool = False) -> dict:

@@ -61,6 +61,11 @@ async def _body(request: web.Request) -> Any:
         raise errors.RegistryError(400, 400, f"Unexpected character in the request body: {exc}") from None
 
 
+def _format(request: web.Request) -> str:
+    """`?format=`: the output format of a schema (Protobuf's `serialized`: its base64 FileDescriptorProto)."""
+    return request.query.get("format", "")
+
+
 def _schema_id(request: web.Request) -> int:
     try:
         return int(request.match_info["id"])
@@ -171,12 +176,12 @@ async def schema_types(request: web.Request) -> web.Response:
 
 @ROUTES.get("/schemas/ids/{id}")
 async def schema_by_id(request: web.Request) -> web.Response:
-    return _answer(request.app[REGISTRY].schema_by_id(_schema_id(request)))
+    return _answer(request.app[REGISTRY].schema_by_id(_schema_id(request), _format(request)))
 
 
 @ROUTES.get("/schemas/ids/{id}/schema")
 async def schema_text_by_id(request: web.Request) -> web.Response:
-    return _answer(request.app[REGISTRY].schema_text_by_id(_schema_id(request)))
+    return _answer(request.app[REGISTRY].schema_text_by_id(_schema_id(request), _format(request)))
 
 
 @ROUTES.get("/schemas/ids/{id}/versions")
@@ -210,7 +215,7 @@ async def register(request: web.Request) -> web.Response:
 async def lookup(request: web.Request) -> web.Response:
     body = await _body(request)
     return _answer(request.app[REGISTRY].lookup(request.match_info["subject"], body, _flag(request, "normalize"),
-                                                _flag(request, "deleted")))
+                                                _flag(request, "deleted"), _format(request)))
 
 
 @ROUTES.delete("/subjects/{subject}")
@@ -222,13 +227,15 @@ async def delete_subject(request: web.Request) -> web.Response:
 @ROUTES.get("/subjects/{subject}/versions/{version}")
 async def version(request: web.Request) -> web.Response:
     m = request.match_info
-    return _answer(request.app[REGISTRY].version(m["subject"], m["version"], _flag(request, "deleted")))
+    return _answer(request.app[REGISTRY].version(m["subject"], m["version"], _flag(request, "deleted"),
+                                                 _format(request)))
 
 
 @ROUTES.get("/subjects/{subject}/versions/{version}/schema")
 async def version_schema(request: web.Request) -> web.Response:
     m = request.match_info
-    return _answer(request.app[REGISTRY].version_schema(m["subject"], m["version"], _flag(request, "deleted")))
+    return _answer(request.app[REGISTRY].version_schema(m["subject"], m["version"], _flag(request, "deleted"),
+                                                        _format(request)))
 
 
 @ROUTES.get("/subjects/{subject}/versions/{version}/referencedby")

@@ -56,7 +56,7 @@ def test_register_ids_versions_and_reuse(reg: SchemaRegistry) -> None:
     assert reg.id_versions(1) == [{"subject": "a-value", "version": 1}, {"subject": "b-value", "version": 1}]
     assert reg.id_subjects(1) == ["a-value", "b-value"]
     assert reg.lookup("a-value", record("a"))["version"] == 1
-    assert reg.schema_types() == ["AVRO", "JSON"]
+    assert reg.schema_types() == ["AVRO", "JSON", "PROTOBUF"]
     assert [(b["subject"], b["version"]) for b in reg.schemas()] == [("a-value", 1), ("a-value", 2), ("b-value", 1)]
     assert [(b["subject"], b["version"]) for b in reg.schemas("a", latest_only=True)] == [("a-value", 2)]
 
