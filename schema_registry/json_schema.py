@@ -2,10 +2,11 @@
 `jsonschema` library (the draft their `$schema` names, draft-07 when none, as Confluent's default), stored as
 compact JSON (`normalize`: keys sorted).
 
-Compatibility between JSON schemas is not decided here yet: no maintained Python library implements
-Confluent's JSON Schema rules, and a partial hand-written set would accept changes Confluent refuses. The
-registry therefore registers a new version of a JSON subject only when its compatibility level is NONE
-(or it has no live version yet), and says so otherwise (registry.py).
+Compatibility follows Confluent's JSON Schema rules (json_diff.py): BACKWARD holds when every difference
+from the old schema to the new one is a compatible one, FORWARD when every difference from the new to the
+old one is, FULL when both hold; the details are Confluent's strings. A `$ref` is followed within the
+schema, and into a referenced schema through that schema's `$id` (the `referencing` library); one that
+does not resolve is compared by its text.
 """
 from __future__ import annotations
 
@@ -13,12 +14,21 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.schema_registry import errors
+from minikafka.schema_registry import errors, json_diff
+
+MAX_SCHEMA_IN_DETAILS = 10 * 1024  # Confluent's limit on the old schema's text quoted in the details
+
+
+@dataclass(frozen=True)
+class JsonDocument:
+    """A schema and the schemas it references (their JSON documents, dependencies first)."""
+    root: Any  # an object or a boolean
+    references: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
 class ParsedJson:
-    schema: Any  # the JSON document (an object or a boolean)
+    schema: JsonDocument
     text: str
 
 
@@ -42,11 +52,77 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
             raise errors.invalid_schema(f"{source[:1000]}, details: {what}: {exc.message}") from None
         docs.append(doc)
     schema = docs[-1]
-    return ParsedJson(schema, json.dumps(schema, separators=(",", ":"), sort_keys=normalize, ensure_ascii=False))
+    return ParsedJson(JsonDocument(schema, tuple(docs[:-1])),
+                      json.dumps(schema, separators=(",", ":"), sort_keys=normalize, ensure_ascii=False))
 
 
-def check(level: str, new: Any, previous: list[tuple[int, str, Any]]) -> list[str]:
-    """Not decided yet: a new version of a JSON subject needs level NONE (42205 says so)."""
-    raise errors.operation_not_permitted(
-        f"Compatibility of JSON schemas is not checked by this registry yet: compatibility {level}; set it to "
-        "NONE (PUT /config/{subject}) to register or test a new version")
+def check(level: str, new: JsonDocument, previous: list[tuple[int, str, JsonDocument]]) -> list[str]:
+    """The incompatibility details of `new` against `previous`, the subject's live versions oldest first as
+    (version, text, document), under `level`; [] when compatible. The transitive levels check every
+    version, newest first, and report the first that fails."""
+    if level == "NONE" or not previous:
+        return []
+    against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
+    base = level.removesuffix("_TRANSITIVE")
+    for version, text, old in reversed(against):
+        details = _validate(base, new, old, version, text)
+        if details:
+            return [*details, f"{{compatibility: '{level}'}}"]
+    return []
+
+
+def _validate(base: str, new: JsonDocument, old: JsonDocument, version: int, text: str) -> list[str]:
+    """Confluent's strategies: BACKWARD, the new schema reads what the old one wrote (the differences from
+    old to new); FORWARD, the reverse; FULL, both (the old version is named once, after the second)."""
+    if base == "BACKWARD":
+        return _formatted(_incompatible(old, new), "new", "old", version, text)
+    if base == "FORWARD":
+        return _formatted(_incompatible(new, old), "old", "new", version, text)
+    return (_formatted(_incompatible(new, old), "old", "new", None, text)
+            + _formatted(_incompatible(old, new), "new", "old", version, text))
+
+
+def _incompatible(original: JsonDocument, update: JsonDocument) -> list[json_diff.Difference]:
+    loader = json_diff.Loader()
+    try:
+        differences = json_diff.compare(_node(loader, original), _node(loader, update))
+    except json_diff.TooComplex as exc:
+        raise errors.operation_not_permitted(f"JSON schemas not compared: {exc}") from None
+    return [d for d in differences if d.type not in json_diff.COMPATIBLE]
+
+
+def _formatted(differences: list[json_diff.Difference], reader: str, writer: str, version: int | None,
+               text: str) -> list[str]:
+    out = [d.message(reader, writer) for d in differences]
+    if out and version is not None:
+        out.append(f"{{oldSchemaVersion: {version}}}")
+        out.append(f"{{oldSchema: '{text}'}}" if len(text) <= MAX_SCHEMA_IN_DETAILS
+                   else f"{{oldSchema: <truncated> '{text[:MAX_SCHEMA_IN_DETAILS]}...'}}")
+    return out
+
+
+_ROOT_URI = "urn:minikafka:schema"
+
+
+def _node(loader: json_diff.Loader, document: JsonDocument) -> json_diff.Node:
+    """The root schema, its `$ref`s resolved within it and into its references by their `$id`."""
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT7
+
+    def resource(doc: Any) -> Any:
+        try:
+            return Resource.from_contents(doc, default_specification=DRAFT7)
+        except Exception:  # an unknown $schema: read as draft-07
+            return DRAFT7.create_resource(doc)
+
+    def uri(doc: Any) -> str | None:
+        value = doc.get("$id", doc.get("id")) if isinstance(doc, dict) else None
+        return value if isinstance(value, str) and value else None
+
+    registry: Any = Registry()
+    for doc in document.references:
+        if uri(doc):
+            registry = registry.with_resource(uri(doc), resource(doc))
+    base = uri(document.root) or _ROOT_URI
+    registry = registry.with_resource(base, resource(document.root))
+    return loader.load(document.root, registry.resolver(base_uri=base))

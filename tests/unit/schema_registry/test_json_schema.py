@@ -1,6 +1,6 @@
 """JSON Schema subjects (schema_registry/json_schema.py): validated against their draft's meta-schema by the
-jsonschema library; registered, looked up and served as Avro ones are; compatibility not decided yet, so a
-new version needs the level NONE (42205 says so otherwise) and a change of schema type is incompatible."""
+jsonschema library; registered, looked up and served as Avro ones are; compatibility judged by Confluent's
+JSON Schema rules (the rules themselves: test_json_compatibility.py); a change of schema type is incompatible."""
 from __future__ import annotations
 
 import asyncio
@@ -66,9 +66,11 @@ def test_json_subjects() -> None:
     assert latest["schemaType"] == "JSON" and json.loads(latest["schema"]) == PERSON
     assert reg.schema_by_id(1)["schemaType"] == "JSON"
     assert reg.lookup("p-value", body(PERSON))["id"] == 1
-    # under BACKWARD the new version cannot be judged: said so, nothing stored
-    assert code(reg.register, "p-value", body(PERSON2)) == 42205
-    assert code(reg.check_compatibility, "p-value", "latest", body(PERSON2)) == 42205
+    # under BACKWARD a property added to an open content model is incompatible (Confluent's rule): 409
+    assert code(reg.register, "p-value", body(PERSON2)) == 409
+    verbose = reg.check_compatibility("p-value", "latest", body(PERSON2), verbose=True)
+    assert verbose["is_compatible"] is False
+    assert verbose["messages"][0].startswith('{errorType:"PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"')
     run(reg.set_config("p-value", {"compatibility": "NONE"}))
     assert run(reg.register("p-value", body(PERSON2))) == {"id": 2}
     assert reg.check_compatibility("p-value", "latest", body(PERSON)) == {"is_compatible": True}
@@ -82,3 +84,8 @@ def test_json_subjects() -> None:
                     references=[{"name": "address.json", "subject": "address", "version": 1}])
     assert run(reg.register("person-ref", with_ref))["id"] == 5
     assert reg.referenced_by("address", 1) == [5]
+    # to a closed content model, an optional property may be added under BACKWARD
+    closed = {**PERSON, "additionalProperties": False}
+    run(reg.set_config("c-value", {"compatibility": "BACKWARD"}))
+    run(reg.register("c-value", body(closed)))
+    assert run(reg.register("c-value", body({**PERSON2, "additionalProperties": False})))["id"] == 7
