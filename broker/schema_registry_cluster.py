@@ -107,7 +107,10 @@ async def start_cluster_registry(state: "BrokerState", host: str, port: int, tls
     store = ReplicatedLogStore(lambda: state.catalog.partition_log(TOPIC, 0), SchemasLeadership(state))
     registry = SchemaRegistry(store)
     forwarder = Forwarder(lambda: leader_url(state), client_tls_context(state) if tls is not None else None)
-    server = RestServer(registry, host, port, ssl_context=tls, forwarder=forwarder)
+    from minikafka.broker.schema_registry_security import registry_security
+    server = RestServer(registry, host, port, ssl_context=tls, forwarder=forwarder,
+                        security=registry_security(state, registry))  # a forwarded write is checked again there
+    state.schema_registry_metrics = server.metrics  # the minikafka_schema_registry_* series of /metrics
     await server.start()
     cluster = state.cluster
     advertised = host if host not in WILDCARDS else state.advertised_for(cluster.inter_broker_listener).host
