@@ -288,7 +288,8 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
          "The built-in Confluent-compatible Schema Registry's REST listener, e.g. `http://127.0.0.1:8081`, or "
          "`https://…` with the `ssl.*` keys of a listener named `schema_registry` "
          "(`listener.name.schema_registry.ssl.keystore.location`, …; else the broker-wide `ssl.*`); its state is "
-         "the compacted `_schemas` topic (single node only for now); empty: off."),
+         "the compacted `_schemas` topic (on a cluster every node with it serves the registry; writes go to the "
+         "leader of `_schemas` partition 0); empty: off."),
         (("schema.registry.authentication.method",),
          "The Schema Registry listener's authentication: `BASIC` (HTTP Basic credentials of the broker's SASL "
          "users: the PLAIN users of the SASL listeners' JAAS configs and the SCRAM credentials; principal "
