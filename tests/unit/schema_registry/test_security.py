@@ -124,14 +124,14 @@ def test_metrics_labels() -> None:
 
 # ==================================================================== the middlewares over HTTP
 
-aiohttp = pytest.importorskip("aiohttp")
-
 V1 = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
 BAD = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"},
                                                            {"name": "c", "type": "int"}]})
 
 
 def test_rest_security_and_metrics() -> None:
+    import aiohttp
+
     from minikafka.schema_registry.registry import SchemaRegistry
     from minikafka.schema_registry.rest import RestServer
     from minikafka.schema_registry.rest_security import Security
@@ -193,3 +193,11 @@ def test_rest_security_and_metrics() -> None:
         assert m.requests[("subjects", "2xx")] >= 6 and m.requests[("other", "4xx")] == 1
         assert m.gauges() == {"subjects": 2, "schema_ids": 1, "versions": 2}
     asyncio.run(scenario())
+
+
+def test_a_bad_authentication_method_is_a_config_error(tmp_path) -> None:
+    from minikafka.broker.config.core import BrokerConfig, ConfigError
+    base = {"log.dirs": str(tmp_path), "schema.registry.listener": "http://127.0.0.1:8081"}
+    assert BrokerConfig({**base, auth.KEY: "basic"}).get(auth.KEY) == "basic"
+    with pytest.raises(ConfigError, match=auth.KEY):
+        BrokerConfig({**base, auth.KEY: "kerberos"})
