@@ -18,14 +18,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import ROOT, free_port
+from tests.support.docker_image import image_env
 from tests.support.helpers import wait_until
 
 pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
 
 def loopback_envs(compose: dict) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
-    """Per service: its environment with container addresses on loopback; and its published
-    EXTERNAL port (the host side of `ports`) as mapped."""
+    """Per service: its environment (over the Dockerfile's ENV, as in a container) with container addresses on
+    loopback; and its published EXTERNAL port (the host side of `ports`) as mapped."""
     services = compose["services"]
     ports: dict[tuple[str, int], int] = {}
 
@@ -37,7 +38,7 @@ def loopback_envs(compose: dict) -> tuple[dict[str, dict[str, str]], dict[str, i
     envs: dict[str, dict[str, str]] = {}
     for svc, spec in services.items():
         env = {}
-        for key, value in spec["environment"].items():
+        for key, value in {**image_env(), **spec["environment"]}.items():  # the image's ENV, then compose's
             def address(m: re.Match) -> str:
                 host, port = m.group(1), int(m.group(2))
                 if host == "localhost":  # a published port: the container port behind it
