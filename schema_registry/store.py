@@ -88,6 +88,9 @@ class LogStore:
                 return False
             data = plog.read(offset, READ_CHUNK, max_offset=end)
             chunks += 1
+            if not data:  # no batch in [offset, end): compacted away
+                offset = end
+                break
             progressed = False
             for pos, header in iter_headers(data):
                 if header.last_offset < offset:
@@ -181,8 +184,6 @@ class ReplicatedLogStore(LogStore):
             if (code := await self.leadership.wait_committed(end, WRITE_TIMEOUT_S)):
                 raise self._code_error(code, "Operation")
         self.catch_up(state)
-        if state.next_offset < end:  # the log moved meanwhile (a truncation): decide nothing on it
-            raise errors.NotLeader()
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Appended as the leader in its epoch, returned once committed; NotLeader before the append, 50002
