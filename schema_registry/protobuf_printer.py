@@ -127,6 +127,8 @@ class _Printer:
         for enum in f.enum_type:
             self._line(0)
             self._enum(enum, 0)
+        if len(f.extension):
+            self._line(0)
         self._extensions(f.extension, 0)
         for service in f.service:
             self._line(0)

@@ -159,6 +159,9 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
         if not isinstance(name, str) or not name:
             raise errors.invalid_schema(f"{text[:1000]}, details: a Protobuf reference needs the name it is "
                                         "imported by")
+        if name == MAIN_NAME:
+            raise errors.invalid_schema(f"{text[:1000]}, details: the reference name {MAIN_NAME!r} is the "
+                                        "schema's own")
         refs[name] = str(ref)
     source = text
     if _BASE64.fullmatch(text):

@@ -144,7 +144,7 @@ def test_rest_answers_and_error_codes() -> None:
         assert http_call(url, "GET", "/schemas/ids/1", conn=conn)[0] == 200  # soft-deleted: still by id
         assert http_call(url, "GET", "/subjects?deleted=true", conn=conn)[1] == ["s"]
         assert http_call(url, "GET", "/no/such/route", conn=conn)[0] == 404
-        assert http_call(url, "GET", "/schemas/types", conn=conn)[1] == ["AVRO", "JSON"]
+        assert http_call(url, "GET", "/schemas/types", conn=conn)[1] == ["AVRO", "JSON", "PROTOBUF"]
         conn.close()
 
 

@@ -67,6 +67,13 @@ extend Item { optional int32 more = 100; }
 '''
 
 
+EDITION = '''
+edition = "2023";
+package ed;
+message E { int32 a = 1 [features.field_presence = IMPLICIT]; string b = 2; repeated int32 c = 3; }
+'''
+
+
 def ref(text: str, name: str) -> ReferenceText:
     return ReferenceText(text, name)
 
@@ -92,7 +99,7 @@ def without_names(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.Fi
 # ==================================================================== parsing and printing
 
 @pytest.mark.parametrize("text", [RICH, PROTO2, 'syntax = "proto3";\nmessage Empty {}\n',
-                                  'syntax = "proto3";\nenum Only { ZERO = 0; }\n'])
+                                  'syntax = "proto3";\nenum Only { ZERO = 0; }\n', EDITION])
 def test_printed_text_compiles_to_the_same_descriptor(text: str) -> None:
     first = parsed(text)
     again = parsed(first.text)
@@ -144,6 +151,23 @@ def test_references_are_imported_by_their_name() -> None:
     assert "File not found" in invalid(main)
     assert "Money" in invalid(main, [ref(dep.replace("Money", "Cash"), "common/money.proto")])
     assert "imported by" in invalid(main, ["not named"])  # type: ignore[list-item]
+
+
+def test_confluent_imports_and_custom_options() -> None:
+    text = '''syntax = "proto3";
+package p;
+import "confluent/meta.proto";
+import "confluent/type/decimal.proto";
+message M {
+  option (confluent.message_meta) = { doc: "a message", params: [{key: "k", value: "v"}] };
+  confluent.type.Decimal amount = 1 [(confluent.field_meta) = { doc: "money", tags: ["PII"] }];
+}
+'''
+    m = parsed(text)
+    assert 'option (confluent.message_meta) = { doc: "a message" params { key: "k" value: "v" } };' in m.text
+    assert '.confluent.type.Decimal amount = 1 [(confluent.field_meta) = { doc: "money" tags: "PII" }];' in m.text
+    assert parsed(m.text).text == m.text
+    assert parsed(protobuf_schema.formatted(m.schema, "serialized")).text == m.text
 
 
 def test_well_known_imports_need_no_reference() -> None:
@@ -265,6 +289,8 @@ RULES = [
      "message M { oneof o { string b = 2; int32 c = 3; } }", ["FIELD_MOVED_TO_EXISTING_ONEOF"], ONLY_FORWARD),
     ("nested type's field kind", "message M { message In { int32 x = 1; } In i = 1; }",
      "message M { message In { string x = 1; } In i = 1; }", ["FIELD_SCALAR_KIND_CHANGED"], NEITHER),
+    ("proto3 singular -> repeated (Confluent has no label to compare)", "message M { int32 a = 1; }",
+     "message M { repeated int32 a = 1; }", [], BOTH),
     ("proto3 optional added to a field", "message M { int32 a = 1; }", "message M { optional int32 a = 1; }",
      [], BOTH),
 ]
