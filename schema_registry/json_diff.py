@@ -62,7 +62,8 @@ _VALUE_INCREASED = _types("""MIN_LENGTH_INCREASED MINIMUM_INCREASED EXCLUSIVE_MI
 _VALUE_DECREASED = _types("""MAX_LENGTH_DECREASED MAXIMUM_DECREASED MAX_ITEMS_DECREASED EXCLUSIVE_MAXIMUM_DECREASED
     MAX_PROPERTIES_DECREASED""")
 _VALUE_CHANGED = _types("PATTERN_CHANGED MULTIPLE_OF_CHANGED DEPENDENCY_ARRAY_CHANGED")
-_TYPE_NARROWED = _types("ADDITIONAL_ITEMS_NARROWED ENUM_ARRAY_NARROWED SUM_TYPE_NARROWED ADDITIONAL_PROPERTIES_NARROWED")
+_TYPE_NARROWED = _types("""ADDITIONAL_ITEMS_NARROWED ENUM_ARRAY_NARROWED SUM_TYPE_NARROWED
+    ADDITIONAL_PROPERTIES_NARROWED""")
 _TYPE_EXTENDED = _types("DEPENDENCY_ARRAY_EXTENDED PRODUCT_TYPE_EXTENDED SUM_TYPE_EXTENDED NOT_TYPE_EXTENDED")
 _TYPE_CHANGED = _types("""TYPE_CHANGED TYPE_NARROWED COMBINED_TYPE_CHANGED COMBINED_TYPE_SUBSCHEMAS_CHANGED
     ENUM_ARRAY_CHANGED""")
@@ -132,7 +133,14 @@ class Node:
     own: bool = True
     integer: bool = False
     criterion: str = ""
-    parts: list["Node"] = field(default_factory=list)
+    built: list["Node"] | None = None  # a combination's schemas, once read
+    part_raws: list[Any] = field(default_factory=list)  # ... or the JSON they are read from when first needed
+
+    @property
+    def parts(self) -> list["Node"]:
+        if self.built is None:  # read lazily: a branch may refer back to this very schema
+            self.built = [self.child(raw) for raw in self.part_raws]
+        return self.built
 
     def child(self, raw: Any) -> "Node":
         return self.loader.load(raw, self.resolver)
@@ -167,6 +175,8 @@ class Loader:
             except Exception:  # unresolvable: compared by its reference text
                 return self._cached(raw, lambda: Node("ref", raw, self, resolver))
             raw, resolver = resolved.contents, resolved.resolver
+        else:  # a chain of references that never reaches a schema
+            return self._cached(raw, lambda: Node("ref", raw, self, resolver))
         return self._cached(raw, lambda: self._read(raw, resolver))
 
     def _cached(self, raw: Any, make: Callable[[], Node]) -> Node:
@@ -189,7 +199,7 @@ class Loader:
         for criterion in ("allOf", "anyOf", "oneOf"):
             if isinstance(raw.get(criterion), list):
                 parts.append(Node("combined", raw, self, resolver, own=False, criterion=criterion,
-                                  parts=[self.load(s, resolver) for s in raw[criterion]]))
+                                  part_raws=raw[criterion]))
         if "not" in raw:
             parts.append(Node("not", raw, self, resolver, own=False))
         if "const" in raw:
@@ -199,7 +209,7 @@ class Loader:
             parts.append(self._typed(raw, resolver, declared))
         elif isinstance(declared, list):
             parts.append(Node("combined", raw, self, resolver, own=False, criterion="anyOf",
-                              parts=[self._typed(raw, resolver, t) for t in declared if t in _TYPE_KINDS]))
+                              built=[self._typed(raw, resolver, t) for t in declared if t in _TYPE_KINDS]))
         elif declared is None:
             for keywords, kind in ((_ARRAY_KEYWORDS, "array"), (_OBJECT_KEYWORDS, "object"),
                                    (_NUMBER_KEYWORDS, "number"), (_STRING_KEYWORDS, "string")):
@@ -210,7 +220,7 @@ class Loader:
         if len(parts) == 1:
             parts[0].own = True
             return parts[0]
-        return Node("combined", raw, self, resolver, criterion="allOf", parts=parts)
+        return Node("combined", raw, self, resolver, criterion="allOf", built=parts)
 
     def _typed(self, raw: dict, resolver: Any, declared: str) -> Node:
         return Node(_TYPE_KINDS[declared], raw, self, resolver, own=False, integer=declared == "integer")
@@ -414,9 +424,9 @@ def _numbers(ctx: Context, original: Node, update: Node) -> None:
             ctx.add("MULTIPLE_OF_ADDED", "multipleOf")
         elif new is None:
             ctx.add("MULTIPLE_OF_REMOVED", "multipleOf")
-        elif old != 0 and new % old == 0:
+        elif _divides(old, new):
             ctx.add("MULTIPLE_OF_EXPANDED", "multipleOf")
-        elif new != 0 and old % new == 0:
+        elif _divides(new, old):
             ctx.add("MULTIPLE_OF_REDUCED", "multipleOf")
         else:
             ctx.add("MULTIPLE_OF_CHANGED", "multipleOf")
@@ -425,12 +435,21 @@ def _numbers(ctx: Context, original: Node, update: Node) -> None:
 
 
 def _decimal(value: Any) -> Decimal | None:
+    """A finite number as an exact decimal (multipleOf 0.1 is 1/10, not the float nearest it)."""
     if _number(value) is None:
         return None
     try:
-        return Decimal(str(value))
+        number = Decimal(str(value))
     except InvalidOperation:
         return None
+    return number if number.is_finite() else None
+
+
+def _divides(divisor: Decimal, value: Decimal) -> bool:
+    try:
+        return divisor != 0 and value % divisor == 0
+    except InvalidOperation:  # a quotient past the decimal context's precision
+        return False
 
 
 def _enums(ctx: Context, original: Node, update: Node) -> None:

@@ -44,12 +44,16 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
             doc = json.loads(source)
         except ValueError as exc:
             raise errors.invalid_schema(f"{source[:1000]}, details: not JSON: {exc}") from None
+        except RecursionError:
+            raise errors.invalid_schema(f"{source[:1000]}, details: nested too deeply") from None
         if not isinstance(doc, (dict, bool)):
             raise errors.invalid_schema(f"{source[:1000]}, details: a JSON schema is an object or a boolean")
         try:
             validator_for(doc, default=Draft7Validator).check_schema(doc)
         except SchemaError as exc:
             raise errors.invalid_schema(f"{source[:1000]}, details: {what}: {exc.message}") from None
+        except RecursionError:
+            raise errors.invalid_schema(f"{source[:1000]}, details: {what}: nested too deeply") from None
         docs.append(doc)
     schema = docs[-1]
     return ParsedJson(JsonDocument(schema, tuple(docs[:-1])),

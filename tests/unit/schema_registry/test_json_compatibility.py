@@ -243,3 +243,16 @@ def test_comparison_is_bounded() -> None:
     with pytest.raises(errors.RegistryError) as info:
         check("BACKWARD", old, new)
     assert info.value.error_code == 42205
+
+
+def test_self_references_and_deep_nesting() -> None:
+    looping = {"allOf": [{"$ref": "#"}, S]}
+    assert check("FULL", looping, looping) == []
+    assert check("FULL", {"$ref": "#"}, {"$ref": "#"}) == []  # a reference to itself only: compared as text
+    for depth in (60, 400, 50_000):  # too deep to be compared (42205), or to be read at all (42201)
+        text = '{"type":"array","items":' * depth + '{"type":"string"}' + "}" * depth
+        try:
+            parsed = json_schema.parse(text)
+            assert json_schema.check("BACKWARD", parsed.schema, [(1, parsed.text, parsed.schema)]) == []
+        except errors.RegistryError as exc:
+            assert depth > 60 and exc.error_code in (42201, 42205)
