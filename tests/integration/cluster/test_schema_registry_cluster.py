@@ -124,6 +124,7 @@ def test_schema_registry_on_three_nodes_fails_over(tmp_path):
                           "fields": [{"name": "x", "type": "int", "default": 0}, {"name": "z", "type": "int"}]})
         status, body = call(urls[c], "POST", "/subjects/orders-value/versions", {"schema": bad})
         assert status == 409 and body["error_code"] == 409, body
+        wait_until(lambda: answers(urls[b], "/config") == {"compatibilityLevel": "NONE"}, 20, 0.1, "B sees C's write")
         before = view(urls[b])
         used_ids = {v[1] for versions, _ in before["subjects"].values() for v in versions}
         for n in cluster.ids:
@@ -155,7 +156,7 @@ def test_schema_registry_on_three_nodes_fails_over(tmp_path):
                                                         "payments-value"])
 
         # the killed node comes back and serves the same registry
-        final = view(urls[b])
+        final = wait_until(lambda: (v := view(urls[b])) == view(urls[c]) and v, 20, 0.1, "the survivors agree")
         cluster.restart(leader)
         wait_until(lambda: view(urls[leader]) == final, 60, 0.2, f"restarted node {leader} serves the registry")
         status, body = call(urls[leader], "POST", "/subjects/back-value/versions", {"schema": record("Back", "r")})
