@@ -5,13 +5,14 @@ compact JSON (`normalize`: keys sorted).
 Compatibility follows Confluent's JSON Schema rules (json_diff.py): BACKWARD holds when every difference
 from the old schema to the new one is a compatible one, FORWARD when every difference from the new to the
 old one is, FULL when both hold; the details are Confluent's strings. A `$ref` is followed within the
-schema, and into a referenced schema through that schema's `$id` (the `referencing` library); one that
-does not resolve is compared by its text.
+schema, and into a referenced schema by the name it is referenced by or by its `$id` (the `referencing`
+library); one that does not resolve is compared by its text.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from urllib.parse import urljoin
 from typing import Any
 
 from minikafka.schema_registry import errors, json_diff
@@ -21,9 +22,10 @@ MAX_SCHEMA_IN_DETAILS = 10 * 1024  # Confluent's limit on the old schema's text 
 
 @dataclass(frozen=True)
 class JsonDocument:
-    """A schema and the schemas it references (their JSON documents, dependencies first)."""
+    """A schema and the schemas it references: (the name it references them by or None, their JSON
+    document), dependencies first."""
     root: Any  # an object or a boolean
-    references: tuple[Any, ...] = ()
+    references: tuple[tuple[str | None, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
             raise errors.invalid_schema(f"{source[:1000]}, details: {what}: nested too deeply") from None
         docs.append(doc)
     schema = docs[-1]
-    return ParsedJson(JsonDocument(schema, tuple(docs[:-1])),
+    names = [getattr(r, "name", None) for r in references]  # registry.ReferenceText carries the name
+    return ParsedJson(JsonDocument(schema, tuple(zip(names, docs[:-1]))),
                       json.dumps(schema, separators=(",", ":"), sort_keys=normalize, ensure_ascii=False))
 
 
@@ -123,10 +126,11 @@ def _node(loader: json_diff.Loader, document: JsonDocument) -> json_diff.Node:
         value = doc.get("$id", doc.get("id")) if isinstance(doc, dict) else None
         return value if isinstance(value, str) and value else None
 
-    registry: Any = Registry()
-    for doc in document.references:
-        if uri(doc):
-            registry = registry.with_resource(uri(doc), resource(doc))
     base = uri(document.root) or _ROOT_URI
+    registry: Any = Registry()
+    for name, doc in document.references:
+        # as Confluent: by the name it is referenced by (also taken relative to the root's $id), and its $id
+        uris = {u for u in (name, name and urljoin(base, name), uri(doc)) if u}
+        registry = registry.with_resources((u, resource(doc)) for u in uris)
     registry = registry.with_resource(base, resource(document.root))
     return loader.load(document.root, registry.resolver(base_uri=base))

@@ -256,3 +256,27 @@ def test_self_references_and_deep_nesting() -> None:
             assert json_schema.check("BACKWARD", parsed.schema, [(1, parsed.text, parsed.schema)]) == []
         except errors.RegistryError as exc:
             assert depth > 60 and exc.error_code in (42201, 42205)
+
+
+def test_references_resolve_by_name_through_the_registry() -> None:
+    import asyncio
+
+    from minikafka.schema_registry.registry import SchemaRegistry
+    from minikafka.schema_registry.store import MemoryStore
+
+    reg, run = SchemaRegistry(MemoryStore()), asyncio.run
+
+    def body(schema: object, address_version: int) -> dict:
+        return {"schemaType": "JSON", "schema": json.dumps(schema),
+                "references": [{"name": "address.json", "subject": "address", "version": address_version}]}
+
+    run(reg.set_config("address", {"compatibility": "NONE"}))
+    run(reg.register("address", {"schemaType": "JSON", "schema": json.dumps(obj({"city": S}))}))
+    run(reg.register("address", {"schemaType": "JSON", "schema": json.dumps(obj({"city": I}))}))
+    person = obj({"home": {"$ref": "address.json"}})
+    run(reg.register("person", body(person, 1)))
+    # the same text, referencing address version 2: the referenced schemas are compared, city changed type
+    answer = reg.check_compatibility("person", "latest", body(person, 2), verbose=True)
+    assert answer["is_compatible"] is False
+    assert "#/properties/home/properties/city" in answer["messages"][0]
+    assert reg.check_compatibility("person", "latest", body(person, 1)) == {"is_compatible": True}
