@@ -21,6 +21,7 @@ import importlib.util
 import os
 import re
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from minikafka.schema_registry import errors, protobuf_compat, protobuf_printer
 
 MAIN_NAME = "default"  # the file name of the schema itself, as Confluent names it
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+_HAS_SYNTAX = re.compile(r"(?:\s|//[^\n]*\n|/\*.*?\*/)*(?:syntax|edition)\s*=", re.S)
 _IMPORT = re.compile(r'\bimport\s+(?:public\s+|weak\s+)?"([^"]+)"')
 _CONFLUENT_MODULES = ("confluent_kafka.schema_registry.confluent.meta_pb2",
                       "confluent_kafka.schema_registry.confluent.type.decimal_pb2",
@@ -119,12 +121,19 @@ def _compile(main: str, references: dict[str, str]) -> ProtoSchema:
             if not path.is_relative_to(Path(root).resolve()) or not name:
                 raise errors.invalid_schema(f"{main[:1000]}, details: invalid reference name {name!r}")
             path.parent.mkdir(parents=True, exist_ok=True)
+            if not _HAS_SYNTAX.match(text):  # proto2, as protoc defaults, without protoc logging that it does
+                text = 'syntax = "proto2"; ' + text
             path.write_text(text)
         try:
-            out = _protoc_compiler.get_protos(MAIN_NAME.encode(), [root.encode(), _protoc_include().encode()])
+            with warnings.catch_warnings():  # protoc's warnings (an unused import): not kept, not printed
+                warnings.simplefilter("ignore")
+                out = _protoc_compiler.get_protos(MAIN_NAME.encode(), [root.encode(), _protoc_include().encode()])
         except _protoc_compiler.ProtocErrors as exc:
             raise errors.invalid_schema(f"{main[:1000]}, details: {_protoc_errors(exc)}") from None
-    protos = [descriptor_pb2.FileDescriptorProto.FromString(_serialized_files(code)) for _, code in out]
+    try:
+        protos = [descriptor_pb2.FileDescriptorProto.FromString(_serialized_files(code)) for _, code in out]
+    except (ValueError, SyntaxError, DecodeError) as exc:
+        raise errors.invalid_schema(f"{main[:1000]}, details: {exc}") from None
     return ProtoSchema(protos[-1], tuple(protos[:-1]))
 
 
