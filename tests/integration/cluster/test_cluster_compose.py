@@ -2,14 +2,17 @@
 compose merges them) runs through docker/entrypoint.sh with the image's CMD, every container address
 (`nodeN:port`, `0.0.0.0:port`, the published `localhost:port`) mapped to a loopback port of its own. The
 three processes must form one cluster that clients reach on the EXTERNAL listeners, replicate over
-INTERNAL and keep serving when a node is killed."""
+INTERNAL and keep serving when a node is killed; the image's Schema Registry listener on each node serves one
+registry (Avro serialized with one node's registry, deserialized with another's)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -79,6 +82,8 @@ def test_the_compose_cluster_serves_and_survives_a_node_loss(tmp_path: Path, ins
         wait_until(three_brokers, timeout=40, what="three brokers in Metadata")
         md = admin.list_topics(timeout=5)
         assert sorted(b.port for b in md.brokers.values()) == sorted(external.values())  # EXTERNAL advertised
+        # the image's Schema Registry listener, in every node: one registry
+        schema_registry_round_trip(bootstrap, [env["MINIKAFKA_SCHEMA_REGISTRY_LISTENER"] for env in envs.values()])
         admin.create_topics([NewTopic("compose", 1, 3)])["compose"].result(30)  # default min.isr 2 from env
         wait_until(lambda: admin.list_topics("compose", timeout=5).topics["compose"].partitions[0].leader > 0,
                    what="a leader")
@@ -109,3 +114,47 @@ def test_the_compose_cluster_serves_and_survives_a_node_loss(tmp_path: Path, ins
             except subprocess.TimeoutExpired:
                 proc.kill()
                 pytest.fail(f"{svc} did not stop on SIGTERM:\n{logs[svc].read_text()[-3000:]}")
+
+
+PAYMENT = json.dumps({"type": "record", "name": "Payment", "namespace": "compose",
+                      "fields": [{"name": "id", "type": "string"}, {"name": "cents", "type": "long"}]})
+
+
+def schema_registry_round_trip(bootstrap: str, registries: list[str]) -> None:
+    """Records serialized with the first node's registry (its schema registered there, or forwarded to the
+    `_schemas` leader), the subject then listed by every node with one id, and the records deserialized with
+    the last node's registry."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    def get(url: str, path: str) -> object:
+        try:
+            with urllib.request.urlopen(url + path, timeout=5) as resp:
+                return json.load(resp)
+        except OSError:  # not up yet (refused, or 5xx while it catches up)
+            return None
+
+    assert len(set(registries)) == 3
+    wait_until(lambda: all(get(url, "/subjects") == [] for url in registries), timeout=40,
+               what="every node's registry answering")
+    ctx = SerializationContext("compose-avro", MessageField.VALUE)
+    serialize = AvroSerializer(SchemaRegistryClient({"url": registries[0]}), PAYMENT)
+    payments = [{"id": f"p{i}", "cents": 100 * i} for i in range(10)]
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for payment in payments:
+        p.produce("compose-avro", serialize(payment, ctx))
+    assert p.flush(30) == 0
+    wait_until(lambda: all(get(url, "/subjects") == ["compose-avro-value"] for url in registries), timeout=20,
+               what="the subject on every node")
+    ids = {get(url, "/subjects/compose-avro-value/versions/latest")["id"] for url in registries}
+    assert len(ids) == 1, ids
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": registries[-1]}))
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "compose-avro", "enable.auto.commit": False})
+    c.assign([TopicPartition("compose-avro", 0, 0)])
+    got: list[dict] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(payments) and time.monotonic() < deadline:
+        got += [deserialize(m.value(), ctx) for m in c.consume(100, 0.5) if m.error() is None]
+    c.close()
+    assert got == payments
