@@ -51,8 +51,9 @@ docs: setup-test
 kafka-lab:
 	python3 scripts/apache_kafka.py fetch
 
-# Spark's Kafka connector (spark-sql-kafka-0-10 at the pinned pyspark version) + its runtime deps, cached
-# in ~/.cache/minikafka/spark-kafka-<version>/jars, for the Spark pipeline tests (docs/spark.md).
+# Spark's Kafka connector (spark-sql-kafka-0-10 at the pinned pyspark version) + its runtime deps, and
+# spark-avro (docs/schema-registry.md's pipeline), cached in ~/.cache/minikafka/spark-kafka-<version>/jars,
+# for the Spark pipeline tests (docs/spark.md).
 spark-jars:
 	python3 scripts/spark_jars.py fetch
 
