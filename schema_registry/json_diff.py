@@ -180,8 +180,6 @@ class Loader:
         return self._cached(raw, lambda: self._read(raw, resolver))
 
     def _cached(self, raw: Any, make: Callable[[], Node]) -> Node:
-        if isinstance(raw, bool) or not isinstance(raw, dict):
-            return make()
         node = self._nodes.get(id(raw))
         if node is None:
             node = self._nodes[id(raw)] = make()
@@ -268,8 +266,10 @@ def compare(original: Node | None, update: Node | None) -> list[Difference]:
     MAX_PAIRS compared pairs."""
     seed: dict = {}
     passes = work = 0
+    alive = []  # every pass's pairs, so that no id() in the seed is reused
     while True:
         shared = _Shared(seed, work)
+        alive.append(shared.pairs)
         ctx = Context(shared)
         try:
             _compare(ctx, original, update)
