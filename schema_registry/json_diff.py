@@ -12,10 +12,14 @@ compared pairs over all passes (TooComplex past it).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable
+
+import re2
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
 
 MAX_PAIRS = 10_000  # about a second of work at worst
 
@@ -331,11 +335,11 @@ def _compare_types(ctx: Context, original: Node, update: Node) -> None:
         return
     if (original.common("$id") or original.common("id")) != (update.common("$id") or update.common("id")):
         ctx.add("ID_CHANGED")
-    for keyword, kind in ( ("title", "TITLE_CHANGED"),
-                          ("description", "DESCRIPTION_CHANGED"), ("default", "DEFAULT_CHANGED")):
+    for keyword, kind in (("title", "TITLE_CHANGED"), ("description", "DESCRIPTION_CHANGED"),
+                          ("default", "DEFAULT_CHANGED")):
         if original.common(keyword) != update.common(keyword):
             ctx.add(kind)
-    _BY_KIND.get(original.kind, _nothing)(ctx, original, update)
+    _BY_KIND.get(original.kind, _opaque)(ctx, original, update)
 
 
 def _into_combined(ctx: Context, original: Node, update: Node) -> bool:
@@ -377,14 +381,15 @@ def _out_of_combined(ctx: Context, original: Node, update: Node) -> bool:
     return False
 
 
-def _nothing(ctx: Context, original: Node, update: Node) -> None:
+def _opaque(ctx: Context, original: Node, update: Node) -> None:
+    """Boolean, null, `{}`, `true` and `false` schemas have nothing more to compare; a `$ref` that does not
+    resolve is compared by its text."""
     if original.kind == "ref" and original.get("$ref") != update.get("$ref"):
         ctx.add("TYPE_CHANGED")
 
 
-def _limit(ctx: Context, keyword: str, prefix: str, old: Any, new: Any,
-           up: str = "INCREASED", down: str = "DECREASED") -> None:
-    """`prefix`_ADDED / _REMOVED / _`up` / _`down` for a numeric keyword."""
+def _limit(ctx: Context, keyword: str, prefix: str, old: Any, new: Any) -> None:
+    """`prefix`_ADDED / _REMOVED / _INCREASED / _DECREASED for a numeric keyword."""
     old, new = _number(old), _number(new)
     if old == new:
         return
@@ -393,9 +398,9 @@ def _limit(ctx: Context, keyword: str, prefix: str, old: Any, new: Any,
     elif new is None:
         ctx.add(f"{prefix}_REMOVED", keyword)
     elif old < new:
-        ctx.add(f"{prefix}_{up}", keyword)
+        ctx.add(f"{prefix}_INCREASED", keyword)
     elif old > new:
-        ctx.add(f"{prefix}_{down}", keyword)
+        ctx.add(f"{prefix}_DECREASED", keyword)
 
 
 def _number(value: Any) -> int | float | None:
@@ -498,7 +503,7 @@ def _combined(ctx: Context, original: Node, update: Node) -> None:
             if sub.compatible():
                 edges.setdefault(i, {})[j] = sub.diffs
     matching = _max_matching(edges)
-    for j, i in matching.items():
+    for j, i in sorted(matching.items(), key=lambda pair: pair[1]):
         ctx.diffs += edges[i][j]
     if len(matching) < min(len(olds), len(news)):
         ctx.add("COMBINED_TYPE_SUBSCHEMAS_CHANGED")
@@ -548,12 +553,14 @@ def _open_object(node: Node) -> bool:
 
 
 def _partial_object(node: Node, name: str) -> Any:
-    """The schema a partially open object gives an undeclared property `name`, if any."""
+    """The schema a partially open object gives an undeclared property `name`, if any: the first pattern
+    property whose pattern is found in the name (RE2, linear time: no schema's pattern can stall the event
+    loop; a pattern RE2 does not take matches nothing), else the additionalProperties schema."""
     for pattern, schema in _dict(node, "patternProperties").items():
         try:
-            if re.search(pattern, name):
+            if re2.compile(pattern, _RE2_OPTIONS).search(name):
                 return schema
-        except re.error:
+        except re2.error:
             continue
     return _additional(node, "additionalProperties")[1]
 

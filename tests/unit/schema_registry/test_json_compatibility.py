@@ -280,3 +280,11 @@ def test_references_resolve_by_name_through_the_registry() -> None:
     assert answer["is_compatible"] is False
     assert "#/properties/home/properties/city" in answer["messages"][0]
     assert reg.check_compatibility("person", "latest", body(person, 1)) == {"is_compatible": True}
+
+
+def test_pattern_properties_match_in_linear_time() -> None:
+    name = "a" * 40 + "!"  # catastrophic for a backtracking engine with the pattern below
+    old = obj({"x": S}, patternProperties={"^(a+)+$": S, "(?=lookahead)": S}, **CLOSED)
+    new = obj({"x": S, name: I}, patternProperties={"^(a+)+$": S, "(?=lookahead)": S}, **CLOSED)
+    assert "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL" in differences(old, new)  # no pattern matches it
+    assert check("BACKWARD", old, new) == []
