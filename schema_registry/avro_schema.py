@@ -127,9 +127,12 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
         dump_names = avro.schema.Names(validate_names=True)
         dump_names.names.update(referenced)
         canonical = schema.to_json(dump_names)
+        stored = _compact(canonical, normalize)
     except (ValueError, TypeError, KeyError, AttributeError, avro.errors.AvroException) as exc:
         raise errors.invalid_schema(f"{text[:1000]}, details: {exc}") from None
-    return ParsedAvro(schema, _compact(canonical, normalize))
+    except RecursionError:  # the JSON decoder, Avro's parser or the dump past the stack: refused, not a crash
+        raise errors.invalid_schema(f"{text[:1000]}, details: the schema nests too deeply") from None
+    return ParsedAvro(schema, stored)
 
 
 # Confluent's wording of each Avro incompatibility ({r}/{w}: the reader's and the writer's role, "new"/"old")
@@ -167,7 +170,12 @@ def _details(result: Any, new_reads: bool, old_version: int, old_text: str, leve
 
 
 def _can_read(reader: Any, writer: Any) -> Any:
-    return ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+    """Avro's checker recurses once per nesting level: a schema parsed on a shallower stack (a replay, a
+    request with fewer frames) may still nest past it here, which is refused (42205) rather than a 500."""
+    try:
+        return ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+    except RecursionError:
+        raise errors.operation_not_permitted("Avro schemas not compared: they nest too deeply") from None
 
 
 def check(level: str, new: Any, previous: list[tuple[int, str, Any]]) -> list[str]:

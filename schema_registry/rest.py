@@ -59,6 +59,8 @@ async def _body(request: web.Request) -> Any:
         return json.loads(raw) if raw else None
     except ValueError as exc:
         raise errors.RegistryError(400, 400, f"Unexpected character in the request body: {exc}") from None
+    except RecursionError:  # nested past the decoder's depth: a bad request, not a 500
+        raise errors.RegistryError(400, 400, "The request body nests too deeply") from None
 
 
 def _format(request: web.Request) -> str:

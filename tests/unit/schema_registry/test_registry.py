@@ -197,3 +197,33 @@ def test_compatibility_of_a_new_subject(reg: SchemaRegistry) -> None:
     assert reg.check_compatibility("new", "latest", record("a")) == {"is_compatible": True}
     assert reg.check_compatibility("new", None, record("a")) == {"is_compatible": True}
     fails(40401, reg.check_compatibility, "new", 1, record("a"))
+
+
+def _nested_arrays(depth: int, leaf: str = "int") -> str:
+    text = json.dumps(leaf)
+    for _ in range(depth):
+        text = '{"type":"array","items":%s}' % text
+    return text
+
+
+@pytest.mark.parametrize("text", ["[" * 50_000 + "]" * 50_000, _nested_arrays(400), _nested_arrays(2_000)])
+def test_an_avro_schema_nested_past_the_stack_is_42201_not_a_crash(reg: SchemaRegistry, text: str) -> None:
+    assert "nests too deeply" in fails(42201, reg.register, "deep", {"schema": text}).message
+    assert "nests too deeply" in fails(42201, reg.check_compatibility, "deep", None, {"schema": text}).message
+
+
+def test_avro_schemas_nested_past_the_checker_stack_are_refused_not_a_crash() -> None:
+    """Versions parsed fine (a replay, a shallower stack) may nest past the stack Avro's recursive checker has
+    left: 42205, not a 500."""
+    import sys
+
+    from minikafka.schema_registry import avro_schema
+    old, new = avro_schema.parse(_nested_arrays(300)), avro_schema.parse(_nested_arrays(300, "string"))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(300)  # less than the checker needs for this depth
+    try:
+        with pytest.raises(RegistryError) as info:
+            avro_schema.check("BACKWARD", new.schema, [(1, old.text, old.schema)])
+    finally:
+        sys.setrecursionlimit(limit)
+    assert info.value.error_code == 42205 and "nest too deeply" in info.value.message

@@ -125,3 +125,21 @@ def test_connections_past_the_limit_are_closed_unanswered(monkeypatch) -> None:
             await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_request_body_nested_past_the_json_decoder_is_400_not_500() -> None:
+    async def scenario() -> None:
+        server = RestServer(SchemaRegistry(MemoryStore()), "127.0.0.1", 0)
+        port = await server.start()
+        try:
+            async with aiohttp.ClientSession() as http:
+                body = b"[" * 100_000 + b"]" * 100_000
+                async with http.post(f"http://127.0.0.1:{port}/subjects/s/versions", data=body) as resp:
+                    assert resp.status == 400 and (await resp.json(content_type=None))["error_code"] == 400
+                deep = {"schema": "[" * 100_000 + "]" * 100_000}
+                async with http.post(f"http://127.0.0.1:{port}/subjects/s/versions", json=deep) as resp:
+                    assert resp.status == 422 and (await resp.json(content_type=None))["error_code"] == 42201
+        finally:
+            await server.stop()
+
+    asyncio.run(scenario())
