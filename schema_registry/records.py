@@ -92,6 +92,8 @@ def decode(key: bytes | None, value: bytes | None) -> Record:
         v = None if value is None else json.loads(value)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RecordFormatError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise RecordFormatError("JSON nested too deeply") from None
     if not isinstance(k, dict) or not isinstance(k.get("keytype"), str):
         raise RecordFormatError(f"a key without a keytype: {key[:200]!r}")
     if v is not None and not isinstance(v, dict):

@@ -104,18 +104,26 @@ class RegistryState:
                     del self.by_content[stored]
 
     def _apply_config(self, record: r.Record) -> None:
+        """A config record replaces the subject's config; one without a compatibilityLevel (Confluent writes
+        fields only when set, e.g. after PUT /config/s {"normalize": true}) leaves no level of its own, so the
+        global one applies (Confluent's mergeConfigs)."""
         subject = record.key.get("subject")
-        if record.value is None:
-            self.configs.pop(subject, None)
+        level = None if record.value is None else record.value.get("compatibilityLevel")
+        if isinstance(level, str) and level in COMPATIBILITY_LEVELS:
+            self.configs[subject] = level
         else:
-            self.configs[subject] = record.value["compatibilityLevel"]
+            if record.value is not None and level is not None:
+                log.warning("_schemas: a config of %r with an unknown compatibilityLevel %r: none kept", subject,
+                            level)
+            self.configs.pop(subject, None)
 
     def _apply_mode(self, record: r.Record) -> None:
         subject = record.key.get("subject")
-        if record.value is None:
-            self.modes.pop(subject, None)
+        mode = None if record.value is None else record.value.get("mode")
+        if isinstance(mode, str):
+            self.modes[subject] = mode
         else:
-            self.modes[subject] = record.value["mode"]
+            self.modes.pop(subject, None)
 
     def _apply_delete_subject(self, record: r.Record) -> None:
         if record.value is None:

@@ -114,10 +114,14 @@ class LogStore:
 
 
 def _apply(state: RegistryState, offset: int, key: bytes | None, value: bytes | None) -> None:
+    """One record applied, or skipped with a warning whatever it holds: anyone may write to `_schemas`, and a
+    record that raised here would stop the catch-up at its offset for good (every request a 500)."""
     try:
         state.apply(r.decode(key, value))
     except (r.RecordFormatError, KeyError, TypeError, ValueError) as exc:
         log.warning("_schemas offset %d: skipping a record this registry cannot read: %s", offset, exc)
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.warning("_schemas offset %d: skipping a record this registry cannot read: %r", offset, exc)
 
 
 class Leadership(Protocol):

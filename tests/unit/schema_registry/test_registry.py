@@ -227,3 +227,47 @@ def test_avro_schemas_nested_past_the_checker_stack_are_refused_not_a_crash() ->
     finally:
         sys.setrecursionlimit(limit)
     assert info.value.error_code == 42205 and "nest too deeply" in info.value.message
+
+
+def test_replay_reads_every_record_confluent_writes_and_survives_any_other() -> None:
+    """Confluent's own layouts (NON_EMPTY: a global key without "subject", a config value without a level,
+    tenant/context fields, CONTEXT and ASSOC keys, NOOP, DELETE_SUBJECT, CLEAR_SUBJECT) replay; a record this
+    registry cannot read, however nested or odd, is skipped and the catch-up goes on past it."""
+    store = MemoryStore()
+    schema = json.loads(record("a")["schema"])
+    schema_value = json.dumps({"subject": "s", "version": 1, "id": 7, "schema": json.dumps(schema),
+                               "deleted": False, "metadata": {"properties": {"owner": "x"}}, "ruleSet": None,
+                               "md5": "abc", "ts": 1}).encode()
+    store.records += [
+        (b'{"keytype":"NOOP","magic":0}', None),
+        (b'{"keytype":"CONTEXT","tenant":"default","context":".ctx","magic":0}', b'{"tenant":"default"}'),
+        (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', schema_value),
+        (b'{"keytype":"CONFIG","magic":0}', b'{"compatibilityLevel":"NONE"}'),  # the global config, no subject
+        (b'{"keytype":"CONFIG","subject":"s","magic":0}', b'{"compatibilityLevel":"FULL"}'),
+        (b'{"keytype":"CONFIG","subject":"s","magic":0}', b'{"normalize":true}'),  # no level of its own now
+        (b'{"keytype":"MODE","magic":0}', b'{"mode":"READWRITE"}'),
+        (b'{"keytype":"MODE","subject":"t","magic":0}', b'{}'),
+        (b"[" * 100_000 + b"]" * 100_000, b"{}"),  # a key nested past the decoder
+        (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b"{" * 5 + b"}" * 5),
+        (b'{"keytype":"SCHEMA","subject":"s","version":2,"magic":1}',
+         b'{"subject":"s","version":2,"id":8,"schema":"\\"int\\"","references":{"x":1}}'),
+        (b'{"keytype":"CONFIG","subject":["x"],"magic":0}', b'{"compatibilityLevel":"NONE"}'),
+        (b'{"keytype":"DELETE_SUBJECT","subject":"u","magic":0}', b'{"subject":"u","version":"x"}'),
+        (b'{"keytype":"ASSOC","tenant":"default","subject":"s","magic":0}', b'{"x":1}'),
+        (b'{"keytype":"SCHEMA","subject":"u","version":1,"magic":1,"context":".ctx"}',
+         json.dumps({"subject": "u", "version": 1, "id": 9, "schemaType": "AVRO", "schema": '"string"',
+                     "deleted": False}).encode()),
+        (b'{"keytype":"DELETE_SUBJECT","subject":"u","magic":0}', b'{"subject":"u","version":1}'),
+        (b'{"keytype":"CLEAR_SUBJECT","subject":"u","magic":0}', b'{"subject":"u"}'),
+    ]
+    reg = SchemaRegistry(store)
+    run(reg.load())
+    assert reg.state.next_offset == len(store.records)
+    assert reg.version("s", 1)["id"] == 7 and reg.versions("s") == [1]
+    assert reg.get_config(None) == {"compatibilityLevel": "NONE"}
+    fails(40408, reg.get_config, "s")  # the level-less config record left none: the global one applies
+    assert reg.state.compatibility("s") == "NONE"
+    assert reg.get_mode(None) == {"mode": "READWRITE"}
+    fails(40409, reg.get_mode, "t")
+    fails(40401, reg.versions, "u", deleted=True)  # soft-deleted, then cleared
+    assert run(reg.register("s", record("a", "b"))) == {"id": 10}  # ids past every id the log named
