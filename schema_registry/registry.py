@@ -155,6 +155,9 @@ class SchemaRegistry:
         alone can grow)."""
         schema = self._parsed.get(stored)
         if schema is None:
+            if stored.schema_type not in TYPES:  # written by another registry (a schema type plugin)
+                raise errors.invalid_schema(f"of type {stored.schema_type}: this registry supports "
+                                            f"{', '.join(SCHEMA_TYPES)}")
             schema = TYPES[stored.schema_type].parse(stored.schema, self._reference_texts(stored.references)).schema
             self._parsed[stored] = schema
         return schema
@@ -172,14 +175,14 @@ class SchemaRegistry:
                         f"match the type {entry.schema.schema_type} of version {entry.version}'}}",
                         f"{{oldSchemaVersion: {entry.version}}}", f"{{compatibility: '{level}'}}"]
         return TYPES[stored.schema_type].check(level, schema, [(e.version, e.schema.schema, self._schema(e.schema))
-                                                               for e in previous])
+                                                               for e in against])  # only those compared parsed
 
     # ================================================================ answers
 
     def _formatted(self, stored: StoredSchema, fmt: str = "") -> str:
         """The schema text in the output format `fmt` (`?format=`, e.g. Protobuf's `serialized`); the stored
         text for none, or one its type does not know (as Confluent answers)."""
-        formatter = getattr(TYPES[stored.schema_type], "formatted", None)
+        formatter = getattr(TYPES.get(stored.schema_type), "formatted", None)
         if not fmt or formatter is None:
             return stored.schema
         out = formatter(self._schema(stored), fmt)

@@ -76,9 +76,13 @@ class RegistryState:
             self._remove_version(subject, version)
             return
         v = record.value
-        refs = tuple((ref["name"], ref["subject"], int(ref["version"])) for ref in v.get("references") or ())
-        stored = StoredSchema(v.get("schemaType") or "AVRO", v["schema"], refs)
         schema_id = int(v["id"])
+        self.max_id = max(self.max_id, schema_id)  # taken even by a version this registry cannot read
+        refs = tuple((ref["name"], ref["subject"], int(ref["version"])) for ref in v.get("references") or ())
+        schema_type, text = v.get("schemaType") or "AVRO", v["schema"]
+        if not isinstance(schema_type, str) or not isinstance(text, str):
+            raise TypeError(f"a SCHEMA value whose schemaType or schema is not a string: {v!r:.200}")
+        stored = StoredSchema(schema_type, text, refs)
         self._remove_version(subject, version)
         self.subjects.setdefault(subject, {})[version] = Version(subject, version, schema_id, stored,
                                                                   bool(v.get("deleted", False)))

@@ -271,3 +271,28 @@ def test_replay_reads_every_record_confluent_writes_and_survives_any_other() -> 
     fails(40409, reg.get_mode, "t")
     fails(40401, reg.versions, "u", deleted=True)  # soft-deleted, then cleared
     assert run(reg.register("s", record("a", "b"))) == {"id": 10}  # ids past every id the log named
+
+
+def test_a_version_of_a_schema_type_this_registry_lacks_is_served_not_a_500() -> None:
+    """A version another registry wrote with a type plugin: its id stays taken, GET answers its text, and a
+    compatibility check against it is 42201, never a KeyError's 500; an unreadable value still takes its id."""
+    store = MemoryStore()
+    store.records += [
+        (r.schema_key("x", 1), json.dumps({"subject": "x", "version": 1, "id": 4, "schemaType": "XML",
+                                            "schema": "<a/>", "deleted": False}).encode()),
+        (r.schema_key("y", 1), json.dumps({"subject": "y", "version": 1, "id": 6, "schema": None}).encode()),
+    ]
+    reg = SchemaRegistry(store)
+    run(reg.load())
+    assert reg.schema_by_id(4) == {"schemaType": "XML", "schema": "<a/>"}
+    assert reg.schema_by_id(4, "serialized") == {"schemaType": "XML", "schema": "<a/>"}
+    run(reg.set_mode("x", {"mode": "IMPORT"}, force=True))
+    run(reg.set_mode("x", {"mode": "READWRITE"}))
+    fails(40401, reg.versions, "y")
+    assert fails(409, reg.register, "x", record("a")).message.count("TYPE_MISMATCH") == 1
+    run(reg.set_config("x", {"compatibility": "NONE"}))
+    assert run(reg.register("x", record("a"))) == {"id": 7}
+    run(reg.set_config("x", {"compatibility": "BACKWARD"}))
+    assert run(reg.register("x", record("a", "b"))) == {"id": 8}  # against version 2 only: XML never parsed
+    run(reg.set_config("x", {"compatibility": "BACKWARD_TRANSITIVE"}))
+    fails(409, reg.register, "x", record("a", "b", "c"))
