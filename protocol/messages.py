@@ -33,7 +33,8 @@ __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "C
            "StreamsGroupTargetAssignmentMetadataKey", "StreamsGroupTargetAssignmentMetadataValue",
            "StreamsGroupTargetAssignmentMemberKey", "StreamsGroupTargetAssignmentMemberValue",
            "StreamsGroupCurrentMemberAssignmentKey", "StreamsGroupCurrentMemberAssignmentValue",
-           "StreamsGroupTopologyKey", "StreamsGroupTopologyValue"]
+           "StreamsGroupTopologyKey", "StreamsGroupTopologyValue",
+           "CreateDelegationTokenRequest", "CreateDelegationTokenResponse", "RenewDelegationTokenRequest", "RenewDelegationTokenResponse", "ExpireDelegationTokenRequest", "ExpireDelegationTokenResponse", "DescribeDelegationTokenRequest", "DescribeDelegationTokenResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -355,4 +356,36 @@ class StreamsGroupTopologyKey(ApiData, load_json=schemas):  # record type 23 in 
 
 
 class StreamsGroupTopologyValue(ApiData, load_json=schemas):
+    pass
+
+
+class CreateDelegationTokenRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class CreateDelegationTokenResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class RenewDelegationTokenRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class RenewDelegationTokenResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class ExpireDelegationTokenRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ExpireDelegationTokenResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class DescribeDelegationTokenRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class DescribeDelegationTokenResponse(ApiMessage, load_json=schemas):
     pass
