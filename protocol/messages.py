@@ -34,7 +34,9 @@ __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "C
            "StreamsGroupTargetAssignmentMemberKey", "StreamsGroupTargetAssignmentMemberValue",
            "StreamsGroupCurrentMemberAssignmentKey", "StreamsGroupCurrentMemberAssignmentValue",
            "StreamsGroupTopologyKey", "StreamsGroupTopologyValue",
-           "CreateDelegationTokenRequest", "CreateDelegationTokenResponse", "RenewDelegationTokenRequest", "RenewDelegationTokenResponse", "ExpireDelegationTokenRequest", "ExpireDelegationTokenResponse", "DescribeDelegationTokenRequest", "DescribeDelegationTokenResponse"]
+           "CreateDelegationTokenRequest", "CreateDelegationTokenResponse", "RenewDelegationTokenRequest", "RenewDelegationTokenResponse", "ExpireDelegationTokenRequest", "ExpireDelegationTokenResponse", "DescribeDelegationTokenRequest", "DescribeDelegationTokenResponse",
+           "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse", "PushTelemetryRequest",
+           "PushTelemetryResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -240,6 +242,24 @@ class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=schemas):
 
 
 class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+# Client telemetry (KIP-714): API keys 71, 72, versions as in Kafka 4.3.1.
+
+class GetTelemetrySubscriptionsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class GetTelemetrySubscriptionsResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class PushTelemetryRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class PushTelemetryResponse(ApiMessage, load_json=schemas):
     pass
 
 
