@@ -210,6 +210,11 @@ DEFAULTS: dict[str, str] = {
     "authorizer.class.name": "",
     "super.users": "",
     "allow.everyone.if.no.acl.found": "false",
+    # delegation tokens (KIP-48; broker/security/delegation_tokens.py): enabled when the secret key is set
+    "delegation.token.secret.key": "",
+    "delegation.token.max.lifetime.ms": "604800000",
+    "delegation.token.expiry.time.ms": "86400000",
+    "delegation.token.expiry.check.interval.ms": "3600000",
     # KRaft combined mode (issue 16; raft/): a metadata quorum among the voters when
     # controller.quorum.voters names more than this node; otherwise a single node, as without these keys
     "process.roles": "",
