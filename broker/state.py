@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from minikafka.coordinator.txn.producer_ids import ProducerIdManager
     from minikafka.coordinator.txn.coordinator import TransactionCoordinator
     from minikafka.storage.partition_log import PartitionLog
+    from minikafka.broker.security.delegation_tokens import DelegationTokenStore
     from minikafka.broker.config.group_configs import GroupConfigStore
     from minikafka.broker.security.sasl.credentials import ScramCredentialStore
 
@@ -60,6 +61,8 @@ class BrokerState:
             self.dynamic_config.load()
         self.dynamic_config.on_change(self._config_changed)
         self._group_configs: GroupConfigStore | None = None  # per-group overrides: loaded on first use / warm-up
+        self._client_metrics_configs = None  # CLIENT_METRICS subscriptions (KIP-714): loaded on first use
+        self._client_telemetry = None  # broker/ops/client_telemetry.ClientTelemetry: made on first use
         # SCRAM credentials (AlterUserScramCredentials, `minikafka storage format --add-scram`); read now:
         # an unreadable file refuses start-up rather than looking like "no users"
         self._scram_credentials = None
@@ -68,6 +71,19 @@ class BrokerState:
             self._scram_credentials = ScramCredentialStore(config.log_dirs[0])
         elif (config.log_dirs[0] / CREDENTIALS_FILE).exists():
             self._scram_credentials = self.scram_credentials  # noqa: the property loads it
+        # delegation tokens (broker/security/delegation_tokens.py): read now when the file exists, as SCRAM
+        self._delegation_tokens = None
+        if not in_cluster and (config.log_dirs[0] / "delegation-tokens.json").exists():
+            self._delegation_tokens = self.delegation_tokens  # noqa: the property loads it
+        # client quotas (broker/quota/): enforced by `quotas`; stored in the log dir on a single node, the
+        # metadata image on a cluster (cluster/security_sync.py)
+        from minikafka.broker.quota.manager import ClientQuotaManager
+        from minikafka.broker.quota.store import ClientQuotaStore
+        self.quotas = ClientQuotaManager(int(config.get("quota.window.num") or 11),
+                                         float(config.get("quota.window.size.seconds") or 1))
+        self.client_quotas = ClientQuotaStore(config.log_dirs[0], self.quotas)
+        if not in_cluster:
+            self.client_quotas.load()
         # None without authorizer.class.name: handlers then skip every check (broker/security/authorizer.py)
         self.authorizer = build_authorizer(config, config.log_dirs[0])
         self.notifier = AppendNotifier()
@@ -113,6 +129,26 @@ class BrokerState:
             store.load()
             self._group_configs = store
         return self._group_configs
+
+    @property
+    def client_metrics_configs(self):
+        """CLIENT_METRICS config resources (broker/config/client_metrics_configs.py), read on first use."""
+        if self._client_metrics_configs is None:
+            from minikafka.broker.config.client_metrics_configs import ClientMetricsConfigStore
+            store = ClientMetricsConfigStore(self.config, self.config.log_dirs[0])
+            store.load()
+            self._client_metrics_configs = store
+        return self._client_metrics_configs
+
+    @property
+    def client_telemetry(self):
+        """Kafka's ClientMetricsManager and the series clients push (broker/ops/client_telemetry.py)."""
+        if self._client_telemetry is None:
+            from minikafka.broker.ops.client_telemetry import DEFAULT_TELEMETRY_MAX_BYTES, ClientTelemetry
+            raw = self.config.get("telemetry.max.bytes").strip()
+            self._client_telemetry = ClientTelemetry(self.client_metrics_configs,
+                                                     int(raw) if raw else DEFAULT_TELEMETRY_MAX_BYTES)
+        return self._client_telemetry
 
     def _config_changed(self, config: BrokerConfig) -> None:
         """A dynamic broker config changed (`config` already updated): topics without their own
@@ -289,6 +325,16 @@ class BrokerState:
             from minikafka.broker.security.sasl.credentials import ScramCredentialStore
             self._scram_credentials = ScramCredentialStore(self.config.log_dirs[0]).load()
         return self._scram_credentials
+
+    @property
+    def delegation_tokens(self) -> "DelegationTokenStore":
+        """The delegation tokens: a file on a single node, the metadata image's in a cluster."""
+        if self._delegation_tokens is None:
+            from minikafka.broker.security.delegation_tokens import DelegationTokenStore, TokenSettings
+            in_cluster = getattr(self.config, "quorum", None) is not None
+            self._delegation_tokens = DelegationTokenStore(None if in_cluster else self.config.log_dirs[0],
+                                                           TokenSettings.from_config(self.config.get)).load()
+        return self._delegation_tokens
 
     def load(self) -> None:
         self.catalog.load()  # reads the catalog and lists the partitions; logs open on first use
