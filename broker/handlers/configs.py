@@ -1,4 +1,4 @@
-"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC, BROKER and GROUP resources.
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for TOPIC, BROKER, GROUP and CLIENT_METRICS resources.
 
 BROKER resources are the dynamic broker configs (broker/config/dynamic.py): "" is the cluster-wide
 default, our node id the per-broker layer. GROUP resources are the group configs
@@ -43,9 +43,9 @@ _DOCUMENTED = {TOPIC_CONFIG: "topic", BROKER_CONFIG: "broker", GROUP_CONFIG: "gr
 BROKER_LOGGER_CONFIG = 8
 CLIENT_METRICS_CONFIG = 16
 # config resource types Kafka knows that minikafka does not serve (after authorization on the cluster)
-_UNSUPPORTED_TYPES = {BROKER_LOGGER_CONFIG: "BROKER_LOGGER resources (runtime log levels) are not supported",
-                      CLIENT_METRICS_CONFIG: "CLIENT_METRICS resources (KIP-714) are not supported"}
+_UNSUPPORTED_TYPES = {BROKER_LOGGER_CONFIG: "BROKER_LOGGER resources (runtime log levels) are not supported"}
 SOURCE_TOPIC = 1
+SOURCE_CLIENT_METRICS = 7
 # ConfigType
 TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST, TYPE_BOOLEAN, TYPE_DOUBLE = 2, 3, 5, 7, 1, 6
 _TYPES = {"segment.bytes": TYPE_INT, "max.message.bytes": TYPE_INT, "index.interval.bytes": TYPE_INT,
@@ -189,6 +189,10 @@ def _describe_one(state: BrokerState, r, synonyms: bool, docs: bool = False) -> 
             if not r.resource_name:
                 return _error_result(r, INVALID_REQUEST, "Group name must not be empty")
             entries = describe_group_configs(state, r.resource_name, keys, synonyms)
+        elif r.resource_type == CLIENT_METRICS_CONFIG:  # only the keys set, as Kafka's ConfigHelper
+            entries = [ConfigEntry(name, value, False, SOURCE_CLIENT_METRICS, [], 0)
+                       for name, value in state.client_metrics_configs.describe(r.resource_name)
+                       if not keys or name in keys]
         elif r.resource_type in _UNSUPPORTED_TYPES:
             return _error_result(r, INVALID_REQUEST, _UNSUPPORTED_TYPES[r.resource_type])
         else:
@@ -335,10 +339,17 @@ def _broker_layer(state: BrokerState, name: str, per_broker: bool, props: dict[s
 
 def _incremental_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
                      topic_changes: dict[str, dict[str, str]] | None = None,
-                     broker_changes: dict[str, dict[str, str | None]] | None = None) -> tuple[int, str | None]:
-    if r.resource_type in (BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG):
+                     broker_changes: dict[str, dict[str, str | None]] | None = None,
+                     metrics_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
+    if r.resource_type == BROKER_LOGGER_CONFIG:
         return INVALID_REQUEST, _UNSUPPORTED_TYPES[r.resource_type]
     try:
+        if r.resource_type == CLIENT_METRICS_CONFIG:
+            store = state.client_metrics_configs
+            props = store.check(r.resource_name, store.incremental(r.resource_name, _ops(r.configs)))
+            if not validate_only:
+                metrics_changes[r.resource_name] = props
+            return 0, None
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
             per_broker = dynamic.check_resource_name(r.resource_name)
@@ -371,30 +382,39 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
     group_changes: dict[str, dict[str, str]] = {}  # each resource appears once (preprocess)
     topic_changes = {} if ctx.broker.cluster is not None else None
     broker_changes = {} if ctx.broker.cluster is not None else None
-    async with ctx.broker.group_configs.lock:
+    metrics_changes: dict[str, dict[str, str]] = {}
+    async with ctx.broker.group_configs.lock, ctx.broker.client_metrics_configs.lock:
         for i, r in enumerate(req.resources):
             code, msg = errors[i] if i in errors else _refused(ctx, r, acl.ALTER_CONFIGS) or \
-                _incremental_one(ctx.broker, r, req.validate_only, group_changes, topic_changes, broker_changes)
+                _incremental_one(ctx.broker, r, req.validate_only, group_changes, topic_changes, broker_changes,
+                           metrics_changes)
             out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         if ctx.broker.cluster is None:
             await ctx.broker.group_configs.commit(group_changes)
+            await ctx.broker.client_metrics_configs.commit(metrics_changes)
     if topic_changes:
         await _commit_topic_changes(ctx, topic_changes, out)
     if broker_changes:
         await _commit_broker_changes(ctx, broker_changes, out)
     if group_changes and ctx.broker.cluster is not None:
         await _commit_group_changes(ctx, group_changes, out)
+    if metrics_changes and ctx.broker.cluster is not None:
+        await _commit_client_metrics_changes(ctx, metrics_changes, out)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
 def _alter_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],
                topic_changes: dict[str, dict[str, str]] | None = None,
-               broker_changes: dict[str, dict[str, str | None]] | None = None) -> tuple[int, str | None]:
+               broker_changes: dict[str, dict[str, str | None]] | None = None,
+               metrics_changes: dict[str, dict[str, str]] | None = None) -> tuple[int, str | None]:
     props = {c.name: c.value for c in r.configs}
-    if r.resource_type == CLIENT_METRICS_CONFIG:
-        return INVALID_REQUEST, _UNSUPPORTED_TYPES[r.resource_type]
     try:
+        if r.resource_type == CLIENT_METRICS_CONFIG:  # the whole set of the subscription's configs
+            props = state.client_metrics_configs.check(r.resource_name, props)
+            if not validate_only:
+                metrics_changes[r.resource_name] = props
+            return 0, None
         if r.resource_type == BROKER_CONFIG:
             dynamic = state.dynamic_config
             return _broker_layer(state, r.resource_name, dynamic.check_resource_name(r.resource_name), props,
@@ -459,6 +479,18 @@ async def _commit_group_changes(ctx: RequestContext, changes: dict, out: list) -
             o.error_code, o.error_message = answers.get(o.resource_name, (-1, "No answer from the controller"))
 
 
+async def _commit_client_metrics_changes(ctx: RequestContext, changes: dict[str, dict[str, str]], out: list) -> None:
+    """A cluster: CLIENT_METRICS changes go to the active controller (ConfigRecords, resource type 16)."""
+    from minikafka.broker.cluster.forwarding import forward_client_metrics_configs, forwarded_for
+    store = ctx.broker.client_metrics_configs
+    ops = {name: {k: props.get(k) for k in sorted(set(props) | set(store.subscriptions.get(name, {})))}
+           for name, props in changes.items()}
+    answers = await forward_client_metrics_configs(ctx.broker, ops, forwarded_for(ctx))
+    for o in out:
+        if o.resource_type == CLIENT_METRICS_CONFIG and o.resource_name in changes:
+            o.error_code, o.error_message = answers.get(o.resource_name, (-1, "No answer from the controller"))
+
+
 @handles(AlterConfigsRequest, AlterConfigsResponse, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     errors = _preprocess(req.resources, None, known=frozenset({TOPIC_CONFIG, BROKER_CONFIG, GROUP_CONFIG,
@@ -467,18 +499,23 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
     group_changes: dict[str, dict[str, str]] = {}
     topic_changes = {} if ctx.broker.cluster is not None else None
     broker_changes = {} if ctx.broker.cluster is not None else None
-    async with ctx.broker.group_configs.lock:
+    metrics_changes: dict[str, dict[str, str]] = {}
+    async with ctx.broker.group_configs.lock, ctx.broker.client_metrics_configs.lock:
         for i, r in enumerate(req.resources):
             code, msg = errors[i] if i in errors else _refused(ctx, r, acl.ALTER_CONFIGS) or \
-                _alter_one(ctx.broker, r, req.validate_only, group_changes, topic_changes, broker_changes)
+                _alter_one(ctx.broker, r, req.validate_only, group_changes, topic_changes, broker_changes,
+                           metrics_changes)
             out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
                 error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
         if ctx.broker.cluster is None:
             await ctx.broker.group_configs.commit(group_changes)
+            await ctx.broker.client_metrics_configs.commit(metrics_changes)
     if topic_changes:
         await _commit_topic_changes(ctx, topic_changes, out)
     if broker_changes:
         await _commit_broker_changes(ctx, broker_changes, out)
     if group_changes and ctx.broker.cluster is not None:
         await _commit_group_changes(ctx, group_changes, out)
+    if metrics_changes and ctx.broker.cluster is not None:
+        await _commit_client_metrics_changes(ctx, metrics_changes, out)
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -80,6 +80,9 @@ API_TABLE: dict[int, ApiEntry] = {
     66: ApiEntry("list_transactions", 0, 2),
     68: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupHeartbeat
     69: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupDescribe
+    71: ApiEntry("telemetry", 0, 0),  # GetTelemetrySubscriptions (KIP-714)
+    72: ApiEntry("telemetry", 0, 0),  # PushTelemetry
+    74: ApiEntry("telemetry", 0, 1),  # ListConfigResources (v0: ListClientMetricsResources)
     75: ApiEntry("describe_topic_partitions", 0, 0),
     83: ApiEntry("share_group_state", 0, 0),  # InitializeShareGroupState (broker to broker)
     84: ApiEntry("share_group_state", 0, 0),  # ReadShareGroupState

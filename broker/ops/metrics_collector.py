@@ -41,6 +41,7 @@ class BrokerCollector(Collector):
         yield from self._transactions()
         yield from self._groups()
         yield from self._schema_registry()
+        yield from self._client_telemetry()
 
     # -- traffic ------------------------------------------------------------------------------
     def _requests(self) -> Iterable[Any]:
@@ -216,6 +217,14 @@ class BrokerCollector(Collector):
             g.add_metric([], float(value))
             fams.append(g)
         return fams
+
+    def _client_telemetry(self) -> Iterable[Any]:
+        """Metrics that clients push (KIP-714, broker/ops/client_telemetry.py), once one has pushed."""
+        telemetry = getattr(self.state, "_client_telemetry", None)
+        if telemetry is None:
+            return ()
+        from minikafka.broker.ops.client_telemetry import metric_families
+        return metric_families(telemetry)
 
 
 def make_registry(state: "BrokerState", ready: Any = None) -> CollectorRegistry:

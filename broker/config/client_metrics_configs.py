@@ -1,0 +1,220 @@
+"""Client metrics subscriptions (KIP-714): CLIENT_METRICS config resources (ConfigResource type 16).
+
+A subscription is a named config resource with three keys, as Kafka's ClientMetricsConfigs defines
+them: `metrics` (a list of metric name prefixes, `*` for all), `interval.ms` (the push interval,
+100..3600000, default 300000) and `match` (a list of `name=regex` client selectors over
+client_instance_id, client_id, client_software_name, client_software_version, client_source_address,
+client_source_port). A resource whose keys are all deleted is no subscription at all.
+
+Kept as Kafka keeps them: in a cluster, changes go to the active controller (ConfigRecords of
+resource type 16) and every node's store follows the metadata image (`follow`,
+broker/cluster/security_sync.py); a single node keeps them in one JSON file in the first log dir,
+replaced atomically before a change is acknowledged, so they survive restart.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+import kafka.errors as ke
+
+from minikafka.storage.partition_metadata import atomic_write
+from minikafka.broker.config.dynamic import ConfigRequestError
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = "__minikafka_client_metrics.json"
+INVALID_CONFIG = ke.InvalidConfigurationError.errno
+INVALID_REQUEST = ke.InvalidRequestError.errno
+SOURCE_CLIENT_METRICS = 7  # DescribeConfigs CLIENT_METRICS_CONFIG
+
+METRICS, INTERVAL_MS, MATCH = "metrics", "interval.ms", "match"
+KEYS = (METRICS, INTERVAL_MS, MATCH)
+LIST_KEYS = frozenset({METRICS, MATCH})
+ALL_METRICS = "*"
+DEFAULT_INTERVAL_MS = 5 * 60 * 1000
+MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
+MATCH_PARAMS = frozenset({"client_instance_id", "client_id", "client_software_name", "client_software_version",
+                          "client_source_address", "client_source_port"})
+
+
+def parse_list(raw: str | None) -> list[str]:
+    """ConfigDef LIST: comma-separated, items trimmed, an empty value is the empty list."""
+    if raw is None or not raw.strip():
+        return []
+    return [item.strip() for item in raw.split(",")]
+
+
+def parse_match(patterns: Iterable[str]) -> dict[str, re.Pattern]:
+    """Kafka's ClientMetricsConfigs.parseMatchingPatterns: `name=regex` per item (split at '=' into
+    exactly two parts), a known client attribute, a compilable regex; else INVALID_CONFIG."""
+    out: dict[str, re.Pattern] = {}
+    for pattern in patterns:
+        parts = pattern.split("=")
+        if len(parts) != 2 or parts[0].strip() not in MATCH_PARAMS:
+            raise ConfigRequestError(INVALID_CONFIG, f"Illegal client matching pattern: {pattern}")
+        try:
+            out[parts[0].strip()] = re.compile(parts[1].strip())
+        except re.error:
+            raise ConfigRequestError(INVALID_CONFIG, f"Illegal client matching pattern: {pattern}") from None
+    return out
+
+
+def validate(name: str, props: Mapping[str, str]) -> None:
+    """Kafka's ClientMetricsConfigs.validate: a name, only the three keys, interval.ms an INT within
+    [100, 3600000], match patterns that parse."""
+    if not name:
+        raise ConfigRequestError(INVALID_REQUEST, "Subscription name can't be empty")
+    for key in props:
+        if key not in KEYS:
+            raise ConfigRequestError(INVALID_REQUEST, f"Unknown client metrics configuration: {key}")
+    if INTERVAL_MS in props:
+        raw = props[INTERVAL_MS]
+        try:
+            interval = int(raw.strip())
+            if not -2**31 <= interval < 2**31:
+                raise ValueError
+        except ValueError:
+            raise ConfigRequestError(INVALID_CONFIG, f"Invalid value {raw} for configuration {INTERVAL_MS}: "
+                                                     "Not a number of type INT") from None
+        if not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
+            raise ConfigRequestError(INVALID_REQUEST, f"Invalid value {interval} for {INTERVAL_MS}, interval must "
+                                                      "be between 100 and 3600000 (1 hour)")
+    if MATCH in props:
+        parse_match(parse_list(props[MATCH]))
+
+
+class Subscription:
+    """One subscription as the telemetry manager uses it (Kafka's SubscriptionInfo)."""
+    __slots__ = ("name", "metrics", "interval_ms", "match")
+
+    def __init__(self, name: str, props: Mapping[str, str]) -> None:
+        self.name = name
+        self.metrics = frozenset(parse_list(props.get(METRICS)))
+        self.interval_ms = int(props[INTERVAL_MS]) if INTERVAL_MS in props else DEFAULT_INTERVAL_MS
+        self.match = parse_match(parse_list(props.get(MATCH)))
+
+    def matches(self, attributes: Mapping[str, str | None]) -> bool:
+        """Every pattern matches its attribute in full (no pattern: every client)."""
+        return all(attributes.get(k) is not None and p.fullmatch(attributes[k] or "") is not None
+                   for k, p in self.match.items())
+
+
+class ClientMetricsConfigStore:
+    """Subscription name -> its configs (only the keys set), persisted; listeners hear of changes."""
+
+    def __init__(self, config, data_dir: Path) -> None:
+        self.config = config
+        self.path = Path(data_dir) / CONFIG_FILE
+        self.subscriptions: dict[str, dict[str, str]] = {}
+        self.lock = asyncio.Lock()  # held by a request changing subscriptions (see `commit`)
+        self._listeners: list[Callable[[], None]] = []
+
+    def load(self) -> None:
+        if getattr(self.config, "quorum", None) is not None:  # a cluster: the metadata image holds them
+            return
+        if not self.path.exists():
+            return
+        try:
+            data = json.loads(self.path.read_text())
+            self.subscriptions = self._clean(data.get("subscriptions", {}))
+        except (OSError, ValueError, AttributeError) as exc:
+            log.error("client metrics subscriptions in %s unreadable, ignored: %s", self.path, exc)
+
+    @staticmethod
+    def _clean(data: Mapping) -> dict[str, dict[str, str]]:
+        out = {str(n): {str(k): str(v) for k, v in c.items() if k in KEYS} for n, c in data.items()}
+        return {n: c for n, c in out.items() if c}
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def active(self) -> list[Subscription]:
+        """The subscriptions as the telemetry manager matches them (one unparseable stored entry is skipped)."""
+        out = []
+        for name, props in sorted(self.subscriptions.items()):
+            try:
+                out.append(Subscription(name, props))
+            except (ConfigRequestError, ValueError) as exc:
+                log.warning("client metrics subscription %s ignored: %s", name, exc)
+        return out
+
+    # -- describe -----------------------------------------------------------------------------
+    def describe(self, name: str) -> list[tuple[str, str]]:
+        """As Kafka's ConfigHelper: only the keys the resource sets (none for an unknown name)."""
+        if not name:
+            raise ConfigRequestError(INVALID_REQUEST, "Client metrics subscription name must not be empty")
+        return sorted(self.subscriptions.get(name, {}).items())
+
+    # -- changes ------------------------------------------------------------------------------
+    def incremental(self, name: str, ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:
+        """The resource's configs after SET / DELETE / APPEND / SUBTRACT (list keys only)."""
+        props = dict(self.subscriptions.get(name, {}))
+        for key, op, value in ops:
+            if op == 0:
+                props[key] = value or ""
+            elif op == 1:
+                props.pop(key, None)
+            elif op in (2, 3):
+                if key not in KEYS:
+                    raise ConfigRequestError(INVALID_REQUEST, f"Unknown client metrics configuration: {key}")
+                if key not in LIST_KEYS:
+                    verb = "APPEND" if op == 2 else "SUBTRACT"
+                    raise ConfigRequestError(INVALID_CONFIG, f"Can't {verb} to key {key} because its type is not LIST.")
+                items = parse_list(props.get(key))
+                values = parse_list(value)
+                if op == 2:
+                    items += [v for v in values if v not in items]
+                else:
+                    items = [x for x in items if x not in values]
+                props[key] = ",".join(items)
+            else:
+                raise ConfigRequestError(INVALID_REQUEST, f"Unknown operations type {op}")
+        return props
+
+    def check(self, name: str, props: Mapping[str, str]) -> dict[str, str]:
+        props = dict(props)
+        validate(name, props)
+        return props
+
+    def _snapshot(self, changes: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+        subs = dict(self.subscriptions)
+        for name, props in changes.items():
+            if props:
+                subs[name] = dict(props)
+            else:
+                subs.pop(name, None)
+        return subs
+
+    def _write(self, subs: Mapping[str, Mapping[str, str]]) -> None:
+        atomic_write(self.path, json.dumps({"subscriptions": subs}, indent=1, sort_keys=True).encode())
+
+    def _applied(self, subs: dict[str, dict[str, str]]) -> None:
+        self.subscriptions = subs
+        for listener in self._listeners:
+            listener()
+
+    def replace(self, name: str, props: Mapping[str, str]) -> None:
+        """Make `props` the subscription's configs (synchronous: tests and tools)."""
+        subs = self._snapshot({name: self.check(name, props)})
+        self._write(subs)
+        self._applied(subs)
+
+    def follow(self, resources: Mapping[str, Mapping[str, str]]) -> None:
+        """A cluster: the subscriptions become the metadata image's CLIENT_METRICS configs (no file)."""
+        subs = self._clean(resources)
+        if subs != self.subscriptions:
+            self._applied(subs)
+
+    async def commit(self, changes: Mapping[str, Mapping[str, str]]) -> None:
+        """Persist checked changes (one request) with one file write in a worker thread, then make
+        them current; callers hold `lock` from reading the configs they changed until this returns."""
+        if not changes:
+            return
+        subs = self._snapshot(changes)
+        await asyncio.to_thread(self._write, subs)
+        self._applied(subs)
