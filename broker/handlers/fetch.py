@@ -260,7 +260,7 @@ def _readable(ctx: RequestContext, req: FetchRequest, names: list[str | None]) -
     return authorized_names(ctx, acl.READ, acl.TOPIC, known)
 
 
-@handles(FetchRequest, FetchResponse, 4, 17)
+@handles(FetchRequest, FetchResponse, 4, 18)
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse | EncodedBody:
     state = ctx.broker
     by_id = ctx.api_version >= 13

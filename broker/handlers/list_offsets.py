@@ -1,4 +1,9 @@
-"""ListOffsets: earliest (-2), latest (-1, LSO for read_committed), max timestamp (-3), by timestamp."""
+"""ListOffsets: earliest (-2), latest (-1, LSO for read_committed), max timestamp (-3, v7+), earliest local
+(-4, v8+), latest tiered (-5, v9+), earliest pending upload (-6, v11+, KIP-1023), by timestamp.
+
+As Kafka 4.3.1: a special timestamp below the version that introduced it, or any other negative one, is
+UNSUPPORTED_VERSION for that partition; without tiered storage -5 and -6 find nothing (offset -1); a
+partition answered without an offset has leader epoch -1."""
 from __future__ import annotations
 
 import kafka.errors as ke
@@ -21,7 +26,15 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
+# the first ListOffsets version that knows each special timestamp
+SPECIAL_TIMESTAMP_VERSIONS = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                              EARLIEST_PENDING_UPLOAD: 11}
+
+
+def timestamp_supported(timestamp: int, version: int) -> bool:
+    return timestamp >= 0 or SPECIAL_TIMESTAMP_VERSIONS.get(timestamp, 1 << 15) <= version
 
 
 def resolve_offset(plog: PartitionLog, timestamp: int, isolation_level: int) -> tuple[int, int]:
@@ -33,15 +46,15 @@ def resolve_offset(plog: PartitionLog, timestamp: int, isolation_level: int) -> 
     if timestamp == MAX_TIMESTAMP:
         offset, ts = plog.max_timestamp()
         return (offset, ts) if offset >= 0 else (-1, -1)
-    if timestamp == LATEST_TIERED:
-        return -1, -1  # no tiered storage: nothing was ever tiered
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1  # no tiered storage: nothing was ever tiered nor waits to be
     if timestamp < 0:
         return -1, -1
     found = plog.offset_for_timestamp(timestamp)
     return (found[0], found[1]) if found is not None else (-1, -1)
 
 
-@handles(ListOffsetsRequest, ListOffsetsResponse, 1, 10)
+@handles(ListOffsetsRequest, ListOffsetsResponse, 1, 11)
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
     # DESCRIBE on each topic (checked once), else TOPIC_AUTHORIZATION_FAILED for its partitions
@@ -53,6 +66,11 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
             if allowed is not None and t.name not in allowed:
                 parts.append(PartitionResponse(partition_index=p.partition_index,
                                                error_code=ke.TopicAuthorizationFailedError.errno,
+                                               timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            if not timestamp_supported(p.timestamp, ctx.api_version):  # before the partition's lookup (as Kafka)
+                parts.append(PartitionResponse(partition_index=p.partition_index,
+                                               error_code=ke.UnsupportedVersionError.errno,
                                                timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             plog, code = lookup_partition(ctx.broker, t.name, p.partition_index)
@@ -70,6 +88,6 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
                 except Exception as exc:
                     code = error_code(exc)
             parts.append(PartitionResponse(partition_index=p.partition_index, error_code=code, timestamp=ts,
-                                           offset=offset, leader_epoch=epoch if not code else -1))
+                                           offset=offset, leader_epoch=epoch if not code and offset >= 0 else -1))
         topics.append(TopicResponse(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

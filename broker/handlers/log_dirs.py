@@ -5,7 +5,7 @@ DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED at the top, v3+, with
 Kafka). A request naming topics (null = all) lists only the named partitions held here. Sizes are the
 segment (.log) files' bytes, read in a worker thread (a request's cost grows with the partitions it
 names); OffsetLag is 0 (no future replicas: a partition never moves between this node's dirs); v4
-adds the dir's total and usable bytes.
+adds the dir's total and usable bytes, v5 IsCordoned (KIP-1066; false: `cordoned.log.dirs` is not supported).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _describe(log_dirs: list[Path], held: Held) -> list:
     return results
 
 
-@handles(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4)
+@handles(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5)
 async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     if not authorize_cluster(ctx, acl.DESCRIBE):
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED, results=[])

@@ -1,4 +1,5 @@
-"""Metadata: this broker, and topics with their (single-replica) partitions; auto-creates topics."""
+"""Metadata (v0-13): this broker, and topics with their partitions; auto-creates topics. The v13 top-level
+error code (KIP-1102) is 0 unless the whole request fails, as Kafka 4.3.1 (which never sends REBOOTSTRAP_REQUIRED)."""
 from __future__ import annotations
 
 import kafka.errors as ke
@@ -62,7 +63,7 @@ def _may_create(ctx: RequestContext, name: str) -> bool:
     return authorize_cluster(ctx, acl.CREATE) or authorize(ctx, acl.CREATE, acl.TOPIC, name)
 
 
-@handles(MetadataRequest, MetadataResponse, 0, 12)
+@handles(MetadataRequest, MetadataResponse, 0, 13)
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     state = ctx.broker
     v = ctx.api_version
@@ -75,6 +76,19 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
             Topic(error_code=ke.InvalidRequestError.errno, name=t.name or "", topic_id=t.topic_id,
                   is_internal=False, partitions=[]) for t in req.topics])
+    requested = req.topics
+    if not all_topics and v >= 12:
+        # kafka-python decodes the zero uuid as None. As Kafka: once any topic is asked by id, only the
+        # ids count (each once; names are ignored); a null name without an id, no id being asked, fails
+        # the whole request (UNKNOWN_SERVER_ERROR for every topic, v13: as the top-level error too)
+        ids = list(dict.fromkeys(t.topic_id for t in req.topics if t.topic_id not in (None, ZERO_UUID)))
+        if ids:
+            requested = [MetadataRequest.MetadataRequestTopic(name=None, topic_id=i) for i in ids]
+        elif any(t.name is None for t in req.topics):
+            return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1,
+                                    error_code=ke.UnknownError.errno, topics=[
+                                        Topic(error_code=ke.UnknownError.errno, name=t.name or "", topic_id=None,
+                                              is_internal=False, partitions=[]) for t in req.topics])
     auth = state.authorizer
     denied: list[Topic] = []  # after the others, without authorized operations (as Kafka)
     if all_topics:
@@ -87,8 +101,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         topics = [topic_entry(state, info, ctx.listener) for info in infos]
     else:
         topics = []
-        for t in req.topics:
-            if t.name is None:  # v10+: lookup by id
+        for t in requested:
+            if t.name is None:  # v12+: lookup by id
                 info = state.catalog.by_id.get(t.topic_id)
                 if info is not None and not authorize(ctx, acl.DESCRIBE, acl.TOPIC, info.name):
                     # topic ids are not secret: Kafka answers TOPIC_AUTHORIZATION_FAILED with the id
@@ -126,4 +140,5 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                    for i, h, p, rack in brokers_for_clients(image, ctx.listener, state.node_id, (adv.host, adv.port))]
         controller = controller_id(image, ctx.listener)
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
-                            controller_id=controller, topics=topics, authorized_operations=cluster_ops)
+                            controller_id=controller, topics=topics, authorized_operations=cluster_ops,
+                            error_code=0)

@@ -32,9 +32,9 @@ class ApiEntry(NamedTuple):
 
 API_TABLE: dict[int, ApiEntry] = {
     0: ApiEntry("produce", 3, 13),
-    1: ApiEntry("fetch", 4, 17),
-    2: ApiEntry("list_offsets", 1, 10),
-    3: ApiEntry("metadata", 0, 12),
+    1: ApiEntry("fetch", 4, 18),
+    2: ApiEntry("list_offsets", 1, 11),
+    3: ApiEntry("metadata", 0, 13),
     8: ApiEntry("offset_commit", 2, 10),
     9: ApiEntry("offset_fetch", 1, 10),
     10: ApiEntry("find_coordinator", 0, 6),
@@ -61,7 +61,7 @@ API_TABLE: dict[int, ApiEntry] = {
     31: ApiEntry("acls", 1, 3),  # DeleteAcls
     32: ApiEntry("configs", 1, 4),  # DescribeConfigs
     33: ApiEntry("configs", 0, 2),  # AlterConfigs
-    35: ApiEntry("log_dirs", 1, 4),  # DescribeLogDirs
+    35: ApiEntry("log_dirs", 1, 5),  # DescribeLogDirs
     36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     37: ApiEntry("topics", 0, 3),  # CreatePartitions
     42: ApiEntry("delete_groups", 0, 2),

@@ -103,11 +103,7 @@ HIGHER_MIN_ALLOWED: dict[int, str] = {
 
 # API key -> why minikafka's broker listener does not serve it at Kafka's version yet (issue 31).
 OPEN_IN_ISSUE_31: dict[int, str] = {
-    1: "Fetch v18 (issue 31 item 6)",
-    2: "ListOffsets v11 (issue 31 item 6)",
-    3: "Metadata v13 (issue 31 item 6)",
     34: "AlterReplicaLogDirs: JBOD (several log.dirs) is not supported",
-    35: "DescribeLogDirs v5 (issue 31 item 6)",
     38: "CreateDelegationToken (issue 31 item 3)",
     39: "RenewDelegationToken (issue 31 item 3)",
     40: "ExpireDelegationToken (issue 31 item 3)",
