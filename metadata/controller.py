@@ -373,6 +373,12 @@ class Controller:
         for user, mechanism, salt, stored, server, iterations in upserts:
             self._emit(r.user_scram_credential(user, mechanism, salt, stored, server, iterations))
 
+    def alter_client_quotas(self, changes: Iterable[tuple[tuple, str, float | None]]) -> None:
+        """(entity, key, value or None to remove), validated by the caller against this image
+        (Kafka's ClientQuotaControlManager)."""
+        for entity, key, value in changes:
+            self._emit(r.client_quota(entity, key, value))
+
     def bootstrap(self, upserts: Iterable[tuple[str, str, str, str, str, int]]) -> bool:
         """Once per cluster (Kafka: the bootstrap checkpoint written by `kafka-storage format --add-scram`):
         the formatted credentials not yet in the log, then BootstrapDone. False when already done."""

@@ -77,6 +77,8 @@ class MetadataImage:
         self.group_configs: dict[str, dict[str, str]] = {}  # group id -> overrides (GROUP resources, type 32)
         self.acls: dict[str, r.AclRow] = {}  # ACL id -> binding
         self.scram: dict[str, dict[str, dict]] = {}  # user -> mechanism -> {salt, storedKey, serverKey, iterations}
+        # client quotas: entity (sorted (type, name) pairs, None = default) -> key -> value (ClientQuota records)
+        self.client_quotas: dict[tuple, dict[str, float]] = {}
         # bumped by every ACL / SCRAM / BROKER or GROUP config record: followers re-read only when it moved
         self.security_version = 0
         self.bootstrapped = False  # a BootstrapDone record was applied (formatted credentials are in the log)
@@ -108,6 +110,7 @@ class MetadataImage:
         out.group_configs = {k: dict(v) for k, v in self.group_configs.items()}
         out.acls = dict(self.acls)
         out.scram = {u: dict(m) for u, m in self.scram.items()}
+        out.client_quotas = {e: dict(v) for e, v in self.client_quotas.items()}
         out.security_version = self.security_version
         out.bootstrapped = self.bootstrapped
         return out
@@ -122,6 +125,7 @@ class MetadataImage:
             "offset": self.offset, "nextProducerId": self.next_producer_id, "brokerConfigs": self.broker_configs,
             "groupConfigs": self.group_configs,
             "acls": {acl_id: list(row) for acl_id, row in self.acls.items()}, "scram": self.scram,
+            "clientQuotas": [[[list(p) for p in e], v] for e, v in self.client_quotas.items()],
             "securityVersion": self.security_version, "bootstrapped": self.bootstrapped,
             "brokers": [[b.id, b.epoch, b.incarnation_id, {k: list(v) for k, v in b.endpoints.items()}, b.rack,
                          b.fenced, b.in_controlled_shutdown] for b in self.brokers.values()],
@@ -138,6 +142,8 @@ class MetadataImage:
         out.group_configs = {k: dict(v) for k, v in data.get("groupConfigs", {}).items()}  # absent before them
         out.acls = {acl_id: tuple(row) for acl_id, row in data.get("acls", {}).items()}  # type: ignore[misc]
         out.scram = {u: {m: dict(c) for m, c in by_mech.items()} for u, by_mech in data.get("scram", {}).items()}
+        out.client_quotas = {tuple((t, n) for t, n in e): {k: float(x) for k, x in v.items()}
+                             for e, v in data.get("clientQuotas", [])}
         # the count of security records applied: carried, so equal counts mean equal ACLs and credentials
         out.security_version = int(data.get("securityVersion", 0))
         out.bootstrapped = bool(data.get("bootstrapped", False))
@@ -274,6 +280,17 @@ class MetadataImage:
         self.security_version += 1
         return [], []
 
+    def _client_quota(self, p: dict) -> tuple[list[Change], list[str]]:
+        entity = tuple(sorted((t, n) for t, n in p["entity"]))
+        if p.get("remove"):
+            values = self.client_quotas.get(entity)
+            if values is not None and values.pop(p["key"], None) is not None and not values:
+                del self.client_quotas[entity]
+        else:
+            self.client_quotas.setdefault(entity, {})[p["key"]] = float(p["value"])
+        self.security_version += 1
+        return [], []
+
     def _bootstrap_done(self, p: dict) -> tuple[list[Change], list[str]]:
         self.bootstrapped = True
         return [], []
@@ -293,7 +310,7 @@ _APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.BROKER_STATE: Met
           r.PRODUCER_IDS: MetadataImage._producer_ids, r.CONFIG: MetadataImage._config,
           r.ACCESS_CONTROL_ENTRY: MetadataImage._acl, r.REMOVE_ACCESS_CONTROL_ENTRY: MetadataImage._remove_acl,
           r.USER_SCRAM_CREDENTIAL: MetadataImage._scram, r.REMOVE_USER_SCRAM_CREDENTIAL: MetadataImage._remove_scram,
-          r.BOOTSTRAP_DONE: MetadataImage._bootstrap_done}
+          r.BOOTSTRAP_DONE: MetadataImage._bootstrap_done, r.CLIENT_QUOTA: MetadataImage._client_quota}
 
 
 def _id_bytes(topic_id: bytes | str | uuid.UUID) -> bytes:

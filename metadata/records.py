@@ -26,6 +26,7 @@ ACCESS_CONTROL_ENTRY = "AccessControlEntry"
 REMOVE_ACCESS_CONTROL_ENTRY = "RemoveAccessControlEntry"
 USER_SCRAM_CREDENTIAL = "UserScramCredential"
 REMOVE_USER_SCRAM_CREDENTIAL = "RemoveUserScramCredential"
+CLIENT_QUOTA = "ClientQuota"  # Kafka's ClientQuotaRecord: one key of one entity, set or removed
 BOOTSTRAP_DONE = "BootstrapDone"  # the formatted SCRAM credentials (`storage format --add-scram`) are in the log
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
@@ -116,3 +117,13 @@ def remove_user_scram_credential(name: str, mechanism: str) -> Record:
 
 def bootstrap_done() -> Record:
     return {"type": BOOTSTRAP_DONE}
+
+
+def client_quota(entity: Iterable[tuple[str, str | None]], key: str, value: float | None) -> Record:
+    """`entity`: (type, name) pairs, a None name the type's default; value None removes the key."""
+    rec: Record = {"type": CLIENT_QUOTA, "entity": [[t, n] for t, n in entity], "key": key}
+    if value is None:
+        rec["remove"] = True
+    else:
+        rec["value"] = value
+    return rec

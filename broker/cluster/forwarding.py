@@ -151,3 +151,19 @@ async def forward_group_configs(state: "BrokerState", changes: dict[str, dict[st
     ConfigRecords); (error code, message) per group id."""
     groups = state.group_configs
     return await _forward_configs(state, GROUP_CONFIG, changes, lambda name: groups.overrides.get(name, {}), who)
+
+
+async def forward_client_quotas(state: "BrokerState", req: Any, version: int, who: ForwardedFor | None = None) -> Any:
+    """AlterClientQuotas to the active controller (it validates against its image and appends the
+    ClientQuota records); waits (bounded) until this node's quotas show the accepted changes."""
+    from kafka.protocol.admin.client_quotas import AlterClientQuotasResponse
+    from minikafka.broker.handlers.client_quotas import alter_error_response, plan
+    resp = await _forward(state, req, version, AlterClientQuotasResponse, lambda r: r.entries, who)
+    if isinstance(resp, tuple):
+        return alter_error_response(req, resp[0], resp[1])
+    if req.validate_only:
+        return resp
+    store = state.client_quotas
+    ok = {tuple(sorted((e.entity_type, e.entity_name) for e in x.entity)) for x in resp.entries if x.error_code == 0}
+    await _until(lambda: not [c for c in plan(req, store.quotas)[1] if c[0] in ok])
+    return resp

@@ -47,6 +47,15 @@ DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult
 CreatePartitionsResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 INVALID_REQUEST = ke.InvalidRequestError.errno
 POLICY_VIOLATION = ke.PolicyViolationError.errno
+THROTTLED = ke.ThrottlingQuotaExceededError.errno
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
+
+
+def _mutation_quota(ctx: RequestContext, strict_from: int):
+    """The request's controller_mutation_rate quota (KIP-599; broker/quota/manager.py): strict (a topic
+    past the quota is refused with THROTTLING_QUOTA_EXCEEDED) from `strict_from`, else only throttled."""
+    from minikafka.broker.quota.manager import MutationQuota
+    return MutationQuota(ctx.broker.quotas, ctx.principal, ctx.client_id, ctx.api_version >= strict_from)
 
 
 def _error(exc: BaseException) -> tuple[int, str]:
@@ -157,8 +166,20 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
 
     if sum(_requested_partitions(state, t) for _i, t in unique) > bound:
         return refuse_all(TOO_MANY_PARTITIONS)
+    quota = _mutation_quota(ctx, 6)
     if state.cluster is not None:  # a cluster: the active controller decides (placement, records)
-        return await _create_on_cluster(ctx, req, unique, results, describable)
+        if quota.bucket is not None:
+            allowed = []
+            for i, t in unique:
+                if quota.exceeded():
+                    results[i] = _topic_error(t.name, THROTTLED, THROTTLED_MESSAGE)
+                else:
+                    quota.record(_requested_partitions(state, t))
+                    allowed.append((i, t))
+            unique = allowed
+        resp = await _create_on_cluster(ctx, req, unique, results, describable)
+        resp.throttle_time_ms = quota.throttle_ms()
+        return resp
     plans = []
     records = 0
     for i, t in unique:
@@ -171,6 +192,10 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
     if records > bound:
         return refuse_all(TOO_MANY_RECORDS)
     for i, t, (partitions, rf, configs) in plans:
+        if quota.exceeded():
+            results[i] = _topic_error(t.name, THROTTLED, THROTTLED_MESSAGE)
+            continue
+        quota.record(partitions)
         if req.validate_only:  # what Kafka validates; the broker's room (minikafka.max.partitions) is checked
             results[i] = _created(state, t.name, ZERO_UUID, partitions, rf, configs)  # by the creation
             _hide_configs(results[i], describable)
@@ -182,7 +207,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
             continue
         results[i] = _created(state, t.name, info.topic_id, partitions, rf, info.configs)
         _hide_configs(results[i], describable)
-    return CreateTopicsResponse(throttle_time_ms=0, topics=[results[i] for i in sorted(results)])
+    return CreateTopicsResponse(throttle_time_ms=quota.throttle_ms(), topics=[results[i] for i in sorted(results)])
 
 
 async def _create_on_cluster(ctx: RequestContext, req: CreateTopicsRequest, unique: list, results: dict,
@@ -269,6 +294,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
         targets = [(name, ZERO_UUID) for name in req.topic_names]
     results = []
     check = state.authorizer is not None and not authorize_cluster(ctx, acl.DELETE)
+    quota = _mutation_quota(ctx, 5)
     for name, topic_id in targets:
         by_id = name is None
         if name is None:
@@ -292,6 +318,13 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
             results.append(DeletableTopicResult(name=name, topic_id=topic_id,
                                                 error_code=ke.TopicDeletionDisabledError.errno, error_message=None))
             continue
+        if quota.exceeded():
+            results.append(DeletableTopicResult(name=name, topic_id=topic_id, error_code=THROTTLED,
+                                                error_message=THROTTLED_MESSAGE))
+            continue
+        if quota.bucket is not None:
+            known = state.catalog.get(name)
+            quota.record(known.partitions if known is not None else 0)
         if state.cluster is not None:
             code, message, tid = await _delete_on_cluster(ctx, name)
             results.append(DeletableTopicResult(name=name, topic_id=tid if code == 0 else topic_id, error_code=code,
@@ -304,7 +337,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
             code, message = _error(exc)
             results.append(DeletableTopicResult(name=name, topic_id=topic_id, error_code=code,
                                                 error_message=message))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=quota.throttle_ms(), responses=results)
 
 
 @handles(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3)
@@ -313,6 +346,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     counts = Counter(t.name for t in req.topics)
     results = []
     added = 0  # partitions this request adds so far (Kafka's bound is on records per operation)
+    quota = _mutation_quota(ctx, 3)
     alterable = None
     if state.authorizer is not None:  # ALTER on each topic (Kafka's controller: no cluster-wide grant)
         alterable = authorized_names(ctx, acl.ALTER, acl.TOPIC, [t.name for t in req.topics])
@@ -338,6 +372,12 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
                                                             f"[{state.node_id}] on a single broker")
             state.catalog.check_batch(t.count - info.partitions, added)
 
+        if quota.exceeded():
+            results.append(CreatePartitionsResult(name=t.name, error_code=THROTTLED, error_message=THROTTLED_MESSAGE))
+            continue
+        if quota.bucket is not None:
+            known = state.catalog.get(t.name)
+            quota.record(max(t.count - known.partitions, 0) if known is not None else 0)
         if state.cluster is not None:
             code, message = await _create_partitions_on_cluster(ctx, t, req.validate_only)
             results.append(CreatePartitionsResult(name=t.name, error_code=code, error_message=message))
@@ -354,4 +394,4 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
         except Exception as exc:
             code, message = _error(exc)
             results.append(CreatePartitionsResult(name=t.name, error_code=code, error_message=message))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=quota.throttle_ms(), results=results)

@@ -183,6 +183,7 @@ class Connection(asyncio.BufferedProtocol):
         self.sasl = _new_authenticator(state, listener)
         self._close_after_response = False
         self._close_delay = 0.0
+        self._throttle_s = 0.0  # client quotas: read nothing more for this long after the response (KIP-219)
         # a controller listener (KRaft combined mode) serves registry.CONTROLLER_API_TABLE only
         self.controller = state is not None and listener in getattr(state.config, "controller_listener_names", ())
         self.quorum = state is not None and getattr(state.config, "quorum", None) is not None
@@ -466,6 +467,9 @@ class Connection(asyncio.BufferedProtocol):
                     await self._write_response(response)
             if self._write_paused:
                 await self._drain()
+            if self._throttle_s > 0:  # over a client quota: the channel stays muted for the throttle time
+                delay, self._throttle_s = self._throttle_s, 0.0
+                await asyncio.sleep(delay)
         except CloseConnection as exc:
             self.close(exc.level, str(exc))
             return
@@ -593,6 +597,14 @@ class Connection(asyncio.BufferedProtocol):
             raise HandlerFailed(f"handler for API key {header.api_key} v{version} failed: {exc!r}") from None
         if self.metrics is not None:
             self.metrics.request_done(header.api_key, spec.api_name, perf_counter() - t0, response_error(response))
+        quotas = getattr(self.state, "quotas", None)
+        if quotas is not None and quotas.active:  # the one check when no client quota exists
+            from minikafka.broker.quota.throttle import set_throttle, throttle_ms
+            ms = throttle_ms(quotas, header.api_key, request, len(frame), response, self.principal, header.client_id,
+                             perf_counter() - t0)
+            if ms > 0:
+                response = set_throttle(header.api_key, version, flexible, response, ms)
+                self._throttle_s = ms / 1000.0
         if response is None:
             return None
         header_flexible = flexible and header.api_key != API_VERSIONS_KEY

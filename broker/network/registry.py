@@ -70,7 +70,8 @@ API_TABLE: dict[int, ApiEntry] = {
     45: ApiEntry("reassignments", 0, 1),  # AlterPartitionReassignments (forwarded to the active controller)
     46: ApiEntry("reassignments", 0, 0),  # ListPartitionReassignments
     47: ApiEntry("offset_delete", 0, 0),
-    48: ApiEntry("client_quotas", 0, 1),  # DescribeClientQuotas (always empty: no quotas)
+    48: ApiEntry("client_quotas", 0, 1),  # DescribeClientQuotas
+    49: ApiEntry("client_quotas", 0, 1),  # AlterClientQuotas (forwarded to the active controller in a cluster)
     50: ApiEntry("scram_credentials", 0, 0),  # DescribeUserScramCredentials
     51: ApiEntry("scram_credentials", 0, 0),  # AlterUserScramCredentials
     57: ApiEntry("update_features", 0, 2),
@@ -119,6 +120,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     45: ApiEntry("reassignments", 0, 1),  # AlterPartitionReassignments (KIP-455)
     46: ApiEntry("reassignments", 0, 0),  # ListPartitionReassignments
     51: ApiEntry("controller_security", 0, 0),  # AlterUserScramCredentials (forwarded by brokers)
+    49: ApiEntry("controller_quotas", 0, 1),  # AlterClientQuotas (forwarded by brokers: ClientQuota records)
     52: ApiEntry("quorum", 0, 2),  # Vote (v2: KIP-996 pre-vote)
     53: ApiEntry("quorum", 0, 1),  # BeginQuorumEpoch
     54: ApiEntry("quorum", 0, 1),  # EndQuorumEpoch

@@ -42,6 +42,33 @@ class BrokerCollector(Collector):
         yield from self._groups()
         yield from self._schema_registry()
         yield from self._client_telemetry()
+        yield from self._client_quotas()
+
+    # -- client quotas (Kafka's Produce/Fetch/Request throttle-time and byte-rate per quota entity) --------
+    def _client_quotas(self) -> Iterable[Any]:
+        quotas = getattr(self.state, "quotas", None)
+        if quotas is None:
+            return
+        labels = ["type", "user", "client_id"]
+        throttle = CounterMetricFamily(PREFIX + "client_quota_throttle_time_ms",
+                                       "Milliseconds of throttling given to a quota entity's requests", labels=labels)
+        throttled = CounterMetricFamily(PREFIX + "client_quota_throttled_requests",
+                                        "Responses that carried a throttle time, by quota entity", labels=labels)
+        recorded = CounterMetricFamily(PREFIX + "client_quota_recorded",
+                                       "Usage recorded against a quota (bytes; request time as percent-seconds; "
+                                       "partitions mutated)", labels=labels)
+        rate = GaugeMetricFamily(PREFIX + "client_quota_byte_rate",
+                                 "Bytes per second over the quota window, by quota entity (produce, fetch)",
+                                 labels=labels)
+        for key, ms in list(quotas.throttle_ms_total.items()):
+            throttle.add_metric(list(key), ms)
+        for key, n in list(quotas.throttled_total.items()):
+            throttled.add_metric(list(key), n)
+        for key, v in list(quotas.recorded_total.items()):
+            recorded.add_metric(list(key), v)
+        for key, v in quotas.byte_rates().items():
+            rate.add_metric(list(key), v)
+        yield from (throttle, throttled, recorded, rate)
 
     # -- traffic ------------------------------------------------------------------------------
     def _requests(self) -> Iterable[Any]:

@@ -108,7 +108,6 @@ OPEN_IN_ISSUE_31: dict[int, str] = {
     39: "RenewDelegationToken (issue 31 item 3)",
     40: "ExpireDelegationToken (issue 31 item 3)",
     41: "DescribeDelegationToken (issue 31 item 3)",
-    49: "AlterClientQuotas (issue 31 item 1)",
     55: "DescribeQuorum on a single node's broker listener (issue 31 item 6)",
     64: "UnregisterBroker on the broker listener (issue 31 item 4)",
     74: "ListConfigResources (issue 31 item 5)",

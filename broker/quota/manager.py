@@ -1,0 +1,192 @@
+"""Enforcement of client quotas (Kafka's ClientQuotaManager, ClientRequestQuotaManager and
+ControllerMutationQuotaManager).
+
+A quota applies to a (user, client id) pair through the most specific stored entity (model.resolve);
+the pair's usage is recorded in a sensor keyed as Kafka keys its metrics (the matched entity's types,
+a default entity's name replaced by the real one: every user under `/users/<default>` has its own
+sensor; every client of `/users/u` shares one). A sensor is a sampled rate over `quota.window.num`
+windows of `quota.window.size.seconds` (Kafka's Rate: the window counts as at least num-1 full
+windows, so a new client is measured over ~10 s). When a recorded value puts the rate over the
+quota the throttle time is (rate - quota) / quota x window, capped at the whole window span, as
+Kafka's QuotaUtils.throttleTime; the response carries it as throttle_time_ms and the connection reads
+nothing more for that long (KIP-219).
+
+controller_mutation_rate (KIP-599) is a token bucket holding quota x num x window tokens (partitions
+created or deleted): a strict request (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) gets
+THROTTLING_QUOTA_EXCEEDED for a topic once the bucket is empty; older versions are only throttled.
+
+Hot path: `active` is False until a user/client quota exists, and Produce/Fetch check only that.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from minikafka.broker.quota import model as m
+
+PRODUCE, FETCH, REQUEST, MUTATION = "produce", "fetch", "request", "controller_mutation"
+KEY_OF = {PRODUCE: m.PRODUCER_BYTE_RATE, FETCH: m.CONSUMER_BYTE_RATE, REQUEST: m.REQUEST_PERCENTAGE,
+          MUTATION: m.CONTROLLER_MUTATION_RATE}
+
+
+class Rate:
+    """Kafka's SampledStat + Rate: `num` samples of `window_s` seconds each."""
+    __slots__ = ("num", "window_s", "samples")
+
+    def __init__(self, num: int, window_s: float) -> None:
+        self.num, self.window_s = num, window_s
+        self.samples: list[list[float]] = []  # [start, value], oldest first
+
+    def record(self, value: float, now: float) -> None:
+        self._purge(now)
+        if not self.samples or now >= self.samples[-1][0] + self.window_s:
+            self.samples.append([now, 0.0])
+            if len(self.samples) > self.num:
+                del self.samples[0]
+        self.samples[-1][1] += value
+
+    def _purge(self, now: float) -> None:
+        horizon = now - self.num * self.window_s
+        while self.samples and self.samples[0][0] + self.window_s <= horizon:
+            del self.samples[0]
+
+    def window(self, now: float) -> float:
+        """Kafka's Rate.windowSize, in seconds."""
+        elapsed = now - self.samples[0][0] if self.samples else 0.0
+        full = int(elapsed / self.window_s)
+        if full < self.num - 1:
+            elapsed += (self.num - 1 - full) * self.window_s
+        return elapsed
+
+    def measure(self, now: float) -> tuple[float, float]:
+        self._purge(now)
+        w = self.window(now)
+        return sum(v for _s, v in self.samples) / w, w
+
+
+class TokenBucket:
+    """Kafka's TokenBucket stat: `rate` tokens a second, at most rate x num x window, may go negative."""
+    __slots__ = ("rate", "burst", "tokens", "last")
+
+    def __init__(self, rate: float, num: int, window_s: float, now: float) -> None:
+        self.rate, self.burst = rate, rate * num * window_s
+        self.tokens, self.last = self.burst, now
+
+    def refill(self, now: float) -> float:
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        return self.tokens
+
+
+def user_of(principal: str) -> str:
+    return principal.partition(":")[2] if ":" in principal else principal
+
+
+SensorKey = tuple[str, str, str]  # quota type, user tag, client-id tag ("" when not part of the entity)
+
+
+class ClientQuotaManager:
+    def __init__(self, window_num: int = 11, window_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.num, self.window_s, self.clock = max(1, window_num), max(0.001, window_s), clock
+        self.quotas: m.Quotas = {}
+        self.active = False  # a user / client-id quota of any key exists
+        self.keys: frozenset[str] = frozenset()
+        self.rates: dict[SensorKey, Rate] = {}
+        self.buckets: dict[SensorKey, TokenBucket] = {}
+        self.throttle_ms_total: dict[SensorKey, float] = {}
+        self.throttled_total: dict[SensorKey, int] = {}
+        self.recorded_total: dict[SensorKey, float] = {}
+
+    # -- configuration ------------------------------------------------------------------------------
+    def replace(self, quotas: m.Quotas) -> None:
+        """The stored quotas changed: rates already measured stay (Kafka keeps its sensors)."""
+        self.quotas = {e: dict(v) for e, v in quotas.items()}
+        keys = {k for e, v in self.quotas.items() if not any(t == m.IP for t, _ in e) for k in v}
+        self.keys = frozenset(keys)
+        self.active = bool(keys)
+        self.buckets.clear()  # a new rate: a fresh bucket
+
+    def quota_for(self, qtype: str, principal: str, client_id: str | None) -> tuple[SensorKey, float] | None:
+        key = KEY_OF[qtype]
+        if key not in self.keys:
+            return None
+        user, client = user_of(principal), client_id or ""
+        found = m.resolve(self.quotas, key, user, client)
+        if found is None:
+            return None
+        entity, bound = found
+        types = dict(entity)
+        return (qtype, user if m.USER in types else "", client if m.CLIENT_ID in types else ""), bound
+
+    # -- byte rates and request time ------------------------------------------------------------------
+    def record(self, qtype: str, principal: str, client_id: str | None, value: float) -> int:
+        """Record `value` (bytes, or request time as a percentage-second) and return the throttle time
+        in ms (0 when within the quota or no quota applies)."""
+        found = self.quota_for(qtype, principal, client_id)
+        if found is None:
+            return 0
+        skey, bound = found
+        now = self.clock()
+        rate = self.rates.get(skey)
+        if rate is None:
+            rate = self.rates[skey] = Rate(self.num, self.window_s)
+        rate.record(value, now)
+        self.recorded_total[skey] = self.recorded_total.get(skey, 0.0) + value
+        measured, window = rate.measure(now)
+        if measured <= bound:
+            return 0
+        throttle_ms = min((measured - bound) / bound * window, self.num * self.window_s) * 1000.0
+        self.note_throttle(skey, throttle_ms)
+        return int(throttle_ms)
+
+    def note_throttle(self, skey: SensorKey, throttle_ms: float) -> None:
+        if throttle_ms > 0:
+            self.throttle_ms_total[skey] = self.throttle_ms_total.get(skey, 0.0) + throttle_ms
+            self.throttled_total[skey] = self.throttled_total.get(skey, 0) + 1
+
+    # -- controller mutations (KIP-599) -----------------------------------------------------------------
+    def mutation_bucket(self, principal: str, client_id: str | None) -> tuple[SensorKey, TokenBucket] | None:
+        found = self.quota_for(MUTATION, principal, client_id)
+        if found is None:
+            return None
+        skey, bound = found
+        now = self.clock()
+        bucket = self.buckets.get(skey)
+        if bucket is None or bucket.rate != bound:
+            bucket = self.buckets[skey] = TokenBucket(bound, self.num, self.window_s, now)
+        bucket.refill(now)
+        return skey, bucket
+
+    def mutation_throttle_ms(self, bucket: TokenBucket) -> int:
+        return 0 if bucket.tokens >= 0 else int(-bucket.tokens / bucket.rate * 1000.0)
+
+    # -- metrics -------------------------------------------------------------------------------------------
+    def byte_rates(self) -> dict[SensorKey, float]:
+        now = self.clock()
+        return {k: r.measure(now)[0] for k, r in self.rates.items() if k[0] in (PRODUCE, FETCH)}
+
+
+class MutationQuota:
+    """One CreateTopics / CreatePartitions / DeleteTopics request's view of its controller mutation
+    quota: `exceeded()` before a topic (strict requests refuse it), `record(n)` after it."""
+
+    def __init__(self, manager: ClientQuotaManager | None, principal: str, client_id: str | None, strict: bool) -> None:
+        self.manager, self.strict = manager, strict
+        found = manager.mutation_bucket(principal, client_id) if manager is not None and manager.active else None
+        self.skey, self.bucket = found if found is not None else (None, None)
+
+    def exceeded(self) -> bool:
+        return self.strict and self.bucket is not None and self.bucket.tokens < 0
+
+    def record(self, partitions: int) -> None:
+        if self.bucket is not None and partitions > 0:
+            self.bucket.tokens -= partitions
+            if self.manager is not None and self.skey is not None:
+                self.manager.recorded_total[self.skey] = self.manager.recorded_total.get(self.skey, 0.0) + partitions
+
+    def throttle_ms(self) -> int:
+        if self.bucket is None or self.manager is None or self.skey is None:
+            return 0
+        ms = self.manager.mutation_throttle_ms(self.bucket)
+        self.manager.note_throttle(self.skey, ms)
+        return ms

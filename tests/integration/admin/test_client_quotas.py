@@ -1,0 +1,161 @@
+"""AlterClientQuotas (49) and DescribeClientQuotas (48) answers, compared by running against both
+brokers (black-box: also runs with --broker=kafka): stored quotas, Kafka's filter semantics (exact,
+default, any; strict), validation errors with Kafka's messages, validate_only, removal. Entity names
+are unique per test, and every quota set is removed again."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kafka.protocol.admin.client_quotas import (AlterClientQuotasRequest, AlterClientQuotasResponse,
+                                                DescribeClientQuotasRequest, DescribeClientQuotasResponse)
+
+from tests.support.helpers import RawClient
+
+INVALID_REQUEST, UNSUPPORTED_VERSION = 42, 35
+Entry = AlterClientQuotasRequest.EntryData
+Entity = Entry.EntityData
+Op = Entry.OpData
+Component = DescribeClientQuotasRequest.ComponentData
+EXACT, DEFAULT, ANY = 0, 1, 2
+
+
+def alter(client: RawClient, entries: list[tuple[dict, dict]], validate_only: bool = False, version: int = 1):
+    """entries: (entity {type: name}, ops {key: value, None = remove}); -> {entity pairs: (code, message)}."""
+    req = AlterClientQuotasRequest(entries=[
+        Entry(entity=[Entity(entity_type=t, entity_name=n) for t, n in entity.items()],
+              ops=[Op(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops.items()])
+        for entity, ops in entries], validate_only=validate_only)
+    resp = client.request(req, version, AlterClientQuotasResponse)
+    return {tuple(sorted((e.entity_type, e.entity_name) for e in x.entity)): (x.error_code, x.error_message)
+            for x in resp.entries}
+
+
+def describe(client: RawClient, components: list[tuple[str, int, str | None]], strict: bool = False,
+             version: int = 1):
+    req = DescribeClientQuotasRequest(components=[Component(entity_type=t, match_type=mt, match=m)
+                                                  for t, mt, m in components], strict=strict)
+    resp = client.request(req, version, DescribeClientQuotasResponse)
+    if resp.error_code:
+        return resp.error_code, resp.error_message, resp.entries
+    return {tuple(sorted((e.entity_type, e.entity_name) for e in x.entity)): {v.key: v.value for v in x.values}
+            for x in resp.entries}
+
+
+def key(entity: dict) -> tuple:
+    return tuple(sorted(entity.items()))
+
+
+@pytest.fixture
+def names():
+    tag = uuid.uuid4().hex[:8]
+    return f"qu-{tag}", f"qc-{tag}"
+
+
+def test_alter_then_describe_with_filters(broker, names):
+    user, client = names
+    u, uc, c = {"user": user}, {"user": user, "client-id": client}, {"client-id": client}
+    with RawClient(broker.bootstrap) as cl:
+        try:
+            got = alter(cl, [(u, {"producer_byte_rate": 1048576, "request_percentage": 12.5}),
+                             (uc, {"consumer_byte_rate": 2048}), (c, {"controller_mutation_rate": 3.5})])
+            assert got == {key(u): (0, None), key(uc): (0, None), key(c): (0, None)}
+            assert describe(cl, [("user", EXACT, user)]) == {
+                key(u): {"producer_byte_rate": 1048576.0, "request_percentage": 12.5},
+                key(uc): {"consumer_byte_rate": 2048.0}}
+            assert describe(cl, [("user", EXACT, user)], strict=True) == {
+                key(u): {"producer_byte_rate": 1048576.0, "request_percentage": 12.5}}
+            assert describe(cl, [("user", EXACT, user), ("client-id", EXACT, client)], version=0) == {
+                key(uc): {"consumer_byte_rate": 2048.0}}
+            assert describe(cl, [("user", EXACT, user), ("client-id", ANY, None)]) == {
+                key(uc): {"consumer_byte_rate": 2048.0}}
+            assert describe(cl, [("client-id", EXACT, client)]) == {key(uc): {"consumer_byte_rate": 2048.0},
+                                                                    key(c): {"controller_mutation_rate": 3.5}}
+            assert describe(cl, [("client-id", EXACT, client)], strict=True) == {
+                key(c): {"controller_mutation_rate": 3.5}}
+            assert describe(cl, [("user", EXACT, user + "-none")]) == {}
+            # an unchanged value and the removal of an absent key are successes that change nothing
+            assert alter(cl, [(u, {"producer_byte_rate": 1048576, "consumer_byte_rate": None})]) == {key(u): (0, None)}
+            # validate_only stores nothing
+            assert alter(cl, [(u, {"producer_byte_rate": 5})], validate_only=True) == {key(u): (0, None)}
+            assert describe(cl, [("user", EXACT, user)], strict=True)[key(u)]["producer_byte_rate"] == 1048576.0
+            # removing every key removes the entity
+            assert alter(cl, [(u, {"producer_byte_rate": None, "request_percentage": None})]) == {key(u): (0, None)}
+            assert describe(cl, [("user", EXACT, user)], strict=True) == {}
+        finally:
+            alter(cl, [(u, {"producer_byte_rate": None, "request_percentage": None}),
+                       (uc, {"consumer_byte_rate": None}), (c, {"controller_mutation_rate": None})])
+        assert describe(cl, [("user", EXACT, user)]) == {} and describe(cl, [("client-id", EXACT, client)]) == {}
+
+
+def test_default_entities(broker, names):
+    user, _client = names
+    du_c = {"user": None, "client-id": names[1]}
+    u_dc = {"user": user, "client-id": None}
+    with RawClient(broker.bootstrap) as cl:
+        try:
+            assert alter(cl, [(du_c, {"producer_byte_rate": 100}), (u_dc, {"producer_byte_rate": 200})]) == {
+                key(du_c): (0, None), key(u_dc): (0, None)}
+            assert describe(cl, [("user", DEFAULT, None), ("client-id", EXACT, names[1])]) == {
+                key(du_c): {"producer_byte_rate": 100.0}}
+            assert describe(cl, [("user", EXACT, user), ("client-id", DEFAULT, None)]) == {
+                key(u_dc): {"producer_byte_rate": 200.0}}
+            # "any" matches the default entity too (Kafka's image)
+            assert describe(cl, [("user", ANY, None), ("client-id", EXACT, names[1])]) == {
+                key(du_c): {"producer_byte_rate": 100.0}}
+        finally:
+            alter(cl, [(du_c, {"producer_byte_rate": None}), (u_dc, {"producer_byte_rate": None})])
+
+
+@pytest.mark.parametrize("entity, ops, message", [
+    ({"user": "x"}, {"bogus_rate": 1}, "Invalid configuration key bogus_rate"),
+    ({"user": "x"}, {"producer_byte_rate": -5}, "Quota producer_byte_rate must be greater than 0"),
+    ({"user": "x"}, {"consumer_byte_rate": 0}, "Quota consumer_byte_rate must be greater than 0"),
+    ({"user": "x"}, {"producer_byte_rate": 1.5}, "producer_byte_rate cannot be a fractional value."),
+    ({"user": "x", "ip": "127.0.0.1"}, {"producer_byte_rate": 1},
+     "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
+    ({"group": "g"}, {"producer_byte_rate": 1}, "Unhandled client quota entity type: group"),
+    ({"user": ""}, {"producer_byte_rate": 1}, "Empty user not supported"),
+    ({}, {"producer_byte_rate": 1}, "Invalid empty client quota entity"),
+    ({"ip": "127.0.0.1"}, {"producer_byte_rate": 1}, "Invalid configuration key producer_byte_rate"),
+    ({"ip": "127.0.0.1"}, {"connection_creation_rate": 2.0 ** 31},
+     "Proposed value for connection_creation_rate is too large for an INT."),
+])
+def test_invalid_alterations(broker, entity, ops, message):
+    with RawClient(broker.bootstrap) as cl:
+        assert alter(cl, [(entity, ops)]) == {key(entity): (INVALID_REQUEST, message)}
+
+
+def test_one_bad_entity_leaves_the_others(broker, names):
+    user, client = names
+    good, bad = {"user": user}, {"client-id": client}
+    with RawClient(broker.bootstrap) as cl:
+        try:
+            got = alter(cl, [(good, {"producer_byte_rate": 1000}),
+                             (bad, {"producer_byte_rate": 1000, "consumer_byte_rate": -1})])
+            assert got == {key(good): (0, None),
+                           key(bad): (INVALID_REQUEST, "Quota consumer_byte_rate must be greater than 0")}
+            assert describe(cl, [("user", EXACT, user)]) == {key(good): {"producer_byte_rate": 1000.0}}
+            assert describe(cl, [("client-id", EXACT, client)]) == {}
+        finally:
+            alter(cl, [(good, {"producer_byte_rate": None})])
+
+
+@pytest.mark.parametrize("components, code, message", [
+    ([("", EXACT, "x")], INVALID_REQUEST, "Invalid empty entity type."),
+    ([("user", EXACT, "a"), ("user", ANY, None)], INVALID_REQUEST,
+     "Entity type user cannot appear more than once in the filter."),
+    ([("user", EXACT, None)], INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null."),
+    ([("user", DEFAULT, "a")], INVALID_REQUEST,
+     "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."),
+    ([("user", ANY, "a")], INVALID_REQUEST,
+     "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string."),
+    ([("user", 9, None)], INVALID_REQUEST, "Unknown match type 9"),
+    ([("ip", ANY, None), ("client-id", ANY, None)], INVALID_REQUEST,
+     "Invalid entity filter component combination. IP filter component should not be used with user or "
+     "clientId filter component."),
+    ([("group", ANY, None)], UNSUPPORTED_VERSION, "Unsupported entity type group"),
+])
+def test_describe_filter_errors(broker, components, code, message):
+    with RawClient(broker.bootstrap) as cl:
+        assert describe(cl, components) == (code, message, None)
