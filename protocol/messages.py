@@ -36,7 +36,7 @@ __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "C
            "StreamsGroupTopologyKey", "StreamsGroupTopologyValue",
            "CreateDelegationTokenRequest", "CreateDelegationTokenResponse", "RenewDelegationTokenRequest", "RenewDelegationTokenResponse", "ExpireDelegationTokenRequest", "ExpireDelegationTokenResponse", "DescribeDelegationTokenRequest", "DescribeDelegationTokenResponse",
            "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse", "PushTelemetryRequest",
-           "PushTelemetryResponse"]
+           "PushTelemetryResponse", "UnregisterBrokerRequest", "UnregisterBrokerResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -408,4 +408,12 @@ class DescribeDelegationTokenRequest(ApiMessage, load_json=schemas):
 
 
 class DescribeDelegationTokenResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class UnregisterBrokerRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class UnregisterBrokerResponse(ApiMessage, load_json=schemas):
     pass
