@@ -31,12 +31,18 @@ CONFIG_FILE = "__minikafka_client_metrics.json"
 INVALID_CONFIG = ke.InvalidConfigurationError.errno
 INVALID_REQUEST = ke.InvalidRequestError.errno
 SOURCE_CLIENT_METRICS = 7  # DescribeConfigs CLIENT_METRICS_CONFIG
+SOURCE_DEFAULT = 5
 
 METRICS, INTERVAL_MS, MATCH = "metrics", "interval.ms", "match"
 KEYS = (METRICS, INTERVAL_MS, MATCH)
-LIST_KEYS = frozenset({METRICS, MATCH})
+KEYS_SORTED = tuple(sorted(KEYS))
+TYPE_INT, TYPE_LIST = 3, 7  # DescribeConfigs config types
+TYPES = {METRICS: TYPE_LIST, INTERVAL_MS: TYPE_INT, MATCH: TYPE_LIST}
+DOCS = {METRICS: "Telemetry metric name prefix list", INTERVAL_MS: "Metrics push interval in milliseconds",
+        MATCH: "Client match criteria"}  # Kafka 4.3's ConfigDef documentation
 ALL_METRICS = "*"
 DEFAULT_INTERVAL_MS = 5 * 60 * 1000
+DEFAULTS = {METRICS: "", INTERVAL_MS: str(DEFAULT_INTERVAL_MS), MATCH: ""}
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
 MATCH_PARAMS = frozenset({"client_instance_id", "client_id", "client_software_name", "client_software_version",
                           "client_source_address", "client_source_port"})
@@ -144,15 +150,25 @@ class ClientMetricsConfigStore:
         return out
 
     # -- describe -----------------------------------------------------------------------------
-    def describe(self, name: str) -> list[tuple[str, str]]:
-        """As Kafka's ConfigHelper: only the keys the resource sets (none for an unknown name)."""
+    def describe(self, name: str) -> list[tuple[str, str, int, int, list[tuple[str, str, int]]]]:
+        """(name, value, source, config type, synonyms) of each key, as Kafka 4.3 shows them (an unknown
+        subscription too): the value set (CLIENT_METRICS_CONFIG, itself its one synonym), else Kafka's
+        default (DEFAULT_CONFIG, no synonym)."""
         if not name:
             raise ConfigRequestError(INVALID_REQUEST, "Client metrics subscription name must not be empty")
-        return sorted(self.subscriptions.get(name, {}).items())
+        own = self.subscriptions.get(name, {})
+        out = []
+        for key in KEYS_SORTED:
+            if key in own:
+                out.append((key, own[key], SOURCE_CLIENT_METRICS, TYPES[key], [(key, own[key], SOURCE_CLIENT_METRICS)]))
+            else:
+                out.append((key, DEFAULTS[key], SOURCE_DEFAULT, TYPES[key], []))
+        return out
 
     # -- changes ------------------------------------------------------------------------------
     def incremental(self, name: str, ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:
-        """The resource's configs after SET / DELETE / APPEND / SUBTRACT (list keys only)."""
+        """The resource's configs after SET / DELETE. APPEND / SUBTRACT are refused for every key, as
+        Kafka 4.3's controller refuses them (its config schema has no types for client metrics keys)."""
         props = dict(self.subscriptions.get(name, {}))
         for key, op, value in ops:
             if op == 0:
@@ -160,18 +176,8 @@ class ClientMetricsConfigStore:
             elif op == 1:
                 props.pop(key, None)
             elif op in (2, 3):
-                if key not in KEYS:
-                    raise ConfigRequestError(INVALID_REQUEST, f"Unknown client metrics configuration: {key}")
-                if key not in LIST_KEYS:
-                    verb = "APPEND" if op == 2 else "SUBTRACT"
-                    raise ConfigRequestError(INVALID_CONFIG, f"Can't {verb} to key {key} because its type is not LIST.")
-                items = parse_list(props.get(key))
-                values = parse_list(value)
-                if op == 2:
-                    items += [v for v in values if v not in items]
-                else:
-                    items = [x for x in items if x not in values]
-                props[key] = ",".join(items)
+                verb = "APPEND" if op == 2 else "SUBTRACT"
+                raise ConfigRequestError(INVALID_CONFIG, f"Can't {verb} to key {key} because its type is not LIST.")
             else:
                 raise ConfigRequestError(INVALID_REQUEST, f"Unknown operations type {op}")
         return props

@@ -28,6 +28,7 @@ from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize, authorize_cluster
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.config.group_configs import GROUP_KEY_NAMES
+from minikafka.broker.config.client_metrics_configs import DOCS as CLIENT_METRICS_DOCS
 from minikafka.broker.config.dynamic import SOURCE_DEFAULT, ConfigRequestError, is_read_only, is_sensitive
 from minikafka.broker.errors import error_code, error_message
 from minikafka.broker.config import reference
@@ -39,13 +40,13 @@ from minikafka.broker.state import BrokerState
 TOPIC_CONFIG = 2
 BROKER_CONFIG = 4
 GROUP_CONFIG = 32
-_DOCUMENTED = {TOPIC_CONFIG: "topic", BROKER_CONFIG: "broker", GROUP_CONFIG: "group"}
 BROKER_LOGGER_CONFIG = 8
 CLIENT_METRICS_CONFIG = 16
+_DOCUMENTED = {TOPIC_CONFIG: "topic", BROKER_CONFIG: "broker", GROUP_CONFIG: "group",
+               CLIENT_METRICS_CONFIG: "client-metrics"}
 # config resource types Kafka knows that minikafka does not serve (after authorization on the cluster)
 _UNSUPPORTED_TYPES = {BROKER_LOGGER_CONFIG: "BROKER_LOGGER resources (runtime log levels) are not supported"}
 SOURCE_TOPIC = 1
-SOURCE_CLIENT_METRICS = 7
 # ConfigType
 TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST, TYPE_BOOLEAN, TYPE_DOUBLE = 2, 3, 5, 7, 1, 6
 _TYPES = {"segment.bytes": TYPE_INT, "max.message.bytes": TYPE_INT, "index.interval.bytes": TYPE_INT,
@@ -154,8 +155,14 @@ def _entries(entries: list[ConfigEntry], documented: str | None) -> list[Entry]:
     return [Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
                   is_sensitive=e.sensitive, synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
                   config_type=e.config_type,
-                  documentation=None if documented is None else reference.documentation(documented, e.name))
+                  documentation=None if documented is None else _documentation(documented, e.name))
             for e in entries]
+
+
+def _documentation(documented: str, name: str) -> str | None:
+    if documented == "client-metrics":
+        return CLIENT_METRICS_DOCS.get(name)
+    return reference.documentation(documented, name)
 
 
 def _topic_name_error(name: str) -> str | None:
@@ -189,9 +196,9 @@ def _describe_one(state: BrokerState, r, synonyms: bool, docs: bool = False) -> 
             if not r.resource_name:
                 return _error_result(r, INVALID_REQUEST, "Group name must not be empty")
             entries = describe_group_configs(state, r.resource_name, keys, synonyms)
-        elif r.resource_type == CLIENT_METRICS_CONFIG:  # only the keys set, as Kafka's ConfigHelper
-            entries = [ConfigEntry(name, value, False, SOURCE_CLIENT_METRICS, [], 0)
-                       for name, value in state.client_metrics_configs.describe(r.resource_name)
+        elif r.resource_type == CLIENT_METRICS_CONFIG:
+            entries = [ConfigEntry(name, value, False, source, syn if synonyms else [], kind)
+                       for name, value, source, kind, syn in state.client_metrics_configs.describe(r.resource_name)
                        if not keys or name in keys]
         elif r.resource_type in _UNSUPPORTED_TYPES:
             return _error_result(r, INVALID_REQUEST, _UNSUPPORTED_TYPES[r.resource_type])

@@ -25,6 +25,7 @@ answers when its receiver plugin fails.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import re
@@ -59,6 +60,11 @@ TELEMETRY_TOO_LARGE = 118
 UNSUPPORTED_COMPRESSION_TYPE = ke.UnsupportedCompressionTypeError.errno
 INVALID_RECORD = 87
 RESERVED_IDS = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
+
+
+def kafka_uuid_text(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, unpadded (what clients and tools show)."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
 def java_uuid_hash(u: uuid.UUID) -> int:
@@ -148,7 +154,7 @@ class ClientTelemetry:
         self._expire(now)
         inst = self.instances.get(instance_id)
         if inst is None:
-            attributes = {"client_instance_id": str(instance_id), "client_id": client_id,
+            attributes = {"client_instance_id": kafka_uuid_text(instance_id), "client_id": client_id,
                           "client_software_name": None, "client_software_version": None,
                           "client_source_address": address, "client_source_port": port}
             inst = self._evaluate(instance_id, attributes)
@@ -234,7 +240,7 @@ class ClientTelemetry:
         return NONE
 
     def _keep(self, inst: Instance, client_id: str, points: list[tuple[str, str, dict[str, str], float]]) -> None:
-        key = str(inst.id)
+        key = kafka_uuid_text(inst.id)
         entry = self.clients.get(key)
         if entry is None:
             entry = self.clients[key] = ClientSeries(client_id, inst.interval_ms, self.clock())
@@ -255,7 +261,7 @@ class ClientTelemetry:
                 entry.series[skey] = value
 
     def snapshot(self) -> list[tuple[str, ClientSeries]]:
-        """The clients' series for a scrape, after dropping the clients that stopped pushing."""
+        """(client instance id as Kafka writes it, its series) for a scrape, after dropping the clients that stopped pushing."""
         now = self.clock()
         for key in [k for k, c in self.clients.items()
                     if now - c.last_push > EXPIRY_INTERVALS * c.interval_ms / 1000]:

@@ -43,13 +43,20 @@ def alter(client, name: str, *ops: tuple[str, int, str | None], validate_only: b
     return r.error_code, r.error_message
 
 
-def describe(client, name: str, keys: list[str] | None = None):
+def describe(client, name: str, keys: list[str] | None = None, synonyms: bool = True, docs: bool = False):
+    """(error code, [(name, value, source, config type, synonyms as (name, value, source)[, documentation])])"""
     resp = client.request(DescribeConfigsRequest(resources=[D(resource_type=CLIENT_METRICS, resource_name=name,
                                                                 configuration_keys=keys)],
-                                                 include_synonyms=True, include_documentation=False), 4)
+                                                 include_synonyms=synonyms, include_documentation=docs), 4)
     (r,) = resp.results
-    return r.error_code, sorted((c.name, c.value, c.config_source, c.read_only, c.is_sensitive, list(c.synonyms))
+    assert all(not c.read_only and not c.is_sensitive for c in r.configs)
+    return r.error_code, sorted((c.name, c.value, c.config_source, c.config_type,
+                                 [(s.name, s.value, s.source) for s in c.synonyms]) + ((c.documentation,) if docs else ())
                                 for c in r.configs)
+
+
+# an unknown subscription, or one without any key set: Kafka's defaults (DEFAULT_CONFIG, INT / LIST types)
+DEFAULTS = [("interval.ms", "300000", 5, 3, []), ("match", "", 5, 7, []), ("metrics", "", 5, 7, [])]
 
 
 def listed(client, version: int, types: list[int] | None = None) -> tuple[int, list[tuple[str, int]]]:
@@ -78,19 +85,25 @@ def test_subscription_set_described_listed_and_deleted(client):
         def shown():
             code, entries = describe(client, name)
             assert code == 0
-            # only the keys set, CLIENT_METRICS_CONFIG (7), no synonyms
-            assert entries == [("interval.ms", "1000", 7, False, False, []),
-                               ("match", "client_id=app-.*", 7, False, False, []),
-                               ("metrics", "org.apache.kafka.producer.,org.apache.kafka.consumer.", 7, False, False,
-                                [])], entries
+            # the keys set: CLIENT_METRICS_CONFIG (7), themselves their one synonym
+            metrics = "org.apache.kafka.producer.,org.apache.kafka.consumer."
+            assert entries == [("interval.ms", "1000", 7, 3, [("interval.ms", "1000", 7)]),
+                               ("match", "client_id=app-.*", 7, 7, [("match", "client_id=app-.*", 7)]),
+                               ("metrics", metrics, 7, 7, [("metrics", metrics, 7)])], entries
             assert (name, CLIENT_METRICS) in listed(client, 0)[1]
             assert (name, CLIENT_METRICS) in listed(client, 1, [CLIENT_METRICS])[1]
         eventually(shown)
-        assert describe(client, name, ["interval.ms"])[1] == [("interval.ms", "1000", 7, False, False, [])]
-        # list keys take APPEND / SUBTRACT
-        assert alter(client, name, ("metrics", APPEND, "org.apache.kafka.admin."))[0] == 0
-        assert alter(client, name, ("metrics", SUBTRACT, "org.apache.kafka.consumer."))[0] == 0
-        eventually(lambda: _assert_value(client, name, "metrics", "org.apache.kafka.producer.,org.apache.kafka.admin."))
+        assert describe(client, name, ["interval.ms"])[1] == [("interval.ms", "1000", 7, 3, [("interval.ms", "1000", 7)])]
+        assert describe(client, name, ["interval.ms"], synonyms=False, docs=True)[1] == [
+            ("interval.ms", "1000", 7, 3, [], "Metrics push interval in milliseconds")]
+        # one key deleted: its default again
+        assert alter(client, name, ("match", DELETE, None))[0] == 0
+        eventually(lambda: _assert_value(client, name, "match", ""))
+        assert ("match", "", 5, 7, []) in describe(client, name)[1]
+        # Kafka 4.3's controller has no types for these keys: APPEND / SUBTRACT are refused, even for lists
+        code, message = alter(client, name, ("metrics", APPEND, "org.apache.kafka.admin."))
+        assert (code, message) == (40, "Can't APPEND to key metrics because its type is not LIST.")
+        assert alter(client, name, ("match", SUBTRACT, "x"))[0] == 40
         # validate_only changes nothing
         assert alter(client, name, ("interval.ms", SET, "2000"), validate_only=True)[0] == 0
         eventually(lambda: _assert_value(client, name, "interval.ms", "1000"))
@@ -99,7 +112,7 @@ def test_subscription_set_described_listed_and_deleted(client):
                      ("match", DELETE, None))[0] == 0
 
     def gone():
-        assert describe(client, name) == (0, [])  # an unknown subscription is no error: nothing set
+        assert describe(client, name) == (0, DEFAULTS)  # an unknown subscription is no error: the defaults
         assert (name, CLIENT_METRICS) not in listed(client, 0)[1]
     eventually(gone)
 
@@ -109,26 +122,50 @@ def _assert_value(client, name: str, key: str, value: str) -> None:
     assert entries.get(key) == value, entries
 
 
-@pytest.mark.parametrize("ops,code", [
-    ([("nope", SET, "1")], 42),  # unknown key: INVALID_REQUEST
-    ([("interval.ms", SET, "50")], 42),  # below 100 ms
-    ([("interval.ms", SET, "3600001")], 42),  # above one hour
-    ([("interval.ms", SET, "soon")], 40),  # not an INT: INVALID_CONFIG
-    ([("match", SET, "client_id")], 40),  # not name=regex
-    ([("match", SET, "colour=red")], 40),  # not a client attribute
-    ([("match", SET, "client_id=[")], 40),  # not a regex
-    ([("interval.ms", APPEND, "100")], 40),  # APPEND to a non-list key
+@pytest.mark.parametrize("ops,code,message", [
+    ([("nope", SET, "1")], 42, "Unknown client metrics configuration: nope"),  # INVALID_REQUEST
+    ([("interval.ms", SET, "50")], 42, "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 "
+                                       "(1 hour)"),
+    ([("interval.ms", SET, "3600001")], 42, None),  # above one hour
+    ([("interval.ms", SET, "soon")], 40, "Invalid value soon for configuration interval.ms: Not a number of type INT"),
+    ([("match", SET, "client_id")], 40, "Illegal client matching pattern: client_id"),  # not name=regex
+    ([("match", SET, "colour=red")], 40, "Illegal client matching pattern: colour=red"),  # not a client attribute
+    ([("match", SET, "client_id=[")], 40, "Illegal client matching pattern: client_id=["),  # not a regex
+    ([("interval.ms", APPEND, "100")], 40, "Can't APPEND to key interval.ms because its type is not LIST."),
 ])
-def test_bad_subscription_answers_kafkas_code(client, ops, code):
+def test_bad_subscription_answers_kafkas_code(client, ops, code, message):
     name = f"bad-{uuid.uuid4().hex[:8]}"
-    assert alter(client, name, *ops)[0] == code
-    assert describe(client, name) == (0, [])
+    got = alter(client, name, *ops)
+    assert got[0] == code and (message is None or got[1] == message), got
+    assert describe(client, name) == (0, DEFAULTS)
     assert (name, CLIENT_METRICS) not in listed(client, 0)[1]
 
 
 def test_empty_subscription_name_is_invalid_request(client):
-    assert alter(client, "", ("interval.ms", SET, "1000"))[0] == 42
+    assert alter(client, "", ("interval.ms", SET, "1000")) == (42, "Subscription name can't be empty")
     assert describe(client, "")[0] == 42
+
+
+def test_legacy_alter_configs_replaces_a_subscription(client):
+    from kafka.protocol.admin import AlterConfigsRequest
+    A = AlterConfigsRequest.AlterConfigsResource
+    name = f"legacy-{uuid.uuid4().hex[:8]}"
+
+    def replace(**configs: str) -> int:
+        resp = client.request(AlterConfigsRequest(resources=[A(resource_type=CLIENT_METRICS, resource_name=name, configs=[
+            A.AlterableConfig(name=k.replace("_", "."), value=v) for k, v in configs.items()])], validate_only=False), 2)
+        return resp.responses[0].error_code
+    assert replace(interval_ms="2000", metrics="a.") == 0
+    eventually(lambda: _assert_value(client, name, "metrics", "a."))
+    assert replace(interval_ms="3000") == 0  # the whole set: metrics goes back to its default
+    eventually(lambda: _assert_value(client, name, "metrics", ""))
+    assert _assert_value(client, name, "interval.ms", "3000") is None
+    assert replace() == 0
+    eventually(lambda: _assert_not_listed(client, name))
+
+
+def _assert_not_listed(client, name: str) -> None:
+    assert (name, CLIENT_METRICS) not in listed(client, 0)[1]
 
 
 def test_list_config_resources_v1_types(client, shared_broker):
