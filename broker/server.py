@@ -133,6 +133,9 @@ class Broker:
         from minikafka.broker.background import start_log_cleaner
         self._periodic = [asyncio.create_task(self._retention_loop()), asyncio.create_task(self._flush_loop())]
         self._periodic += start_log_cleaner(self.state)
+        if self.state.cluster is None and self.config.get("delegation.token.secret.key"):
+            from minikafka.broker.security.delegation_tokens import expiry_loop  # the expired tokens' sweep
+            self._periodic.append(asyncio.create_task(expiry_loop(self.state.delegation_tokens)))
         self._periodic.append(asyncio.create_task(self._warm_up()))
 
     def _check_installation(self) -> None:

@@ -145,7 +145,9 @@ def _new_authenticator(state: "BrokerState | None", listener: str) -> "SaslAuthe
     if settings is None:
         return None
     from minikafka.broker.security.sasl.authenticator import SaslAuthenticator  # SASL listeners only: not at start-up
-    return SaslAuthenticator(settings, state.scram_credentials.get)
+    return SaslAuthenticator(settings, state.scram_credentials.get,
+                             token_lookup=lambda token_id, mechanism: state.delegation_tokens.scram_lookup(
+                                 token_id, mechanism))  # the token store is read on a token's first login
 
 
 def _flatten(parts: Iterable[Any]) -> Iterable[Any]:

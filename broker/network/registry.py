@@ -64,6 +64,10 @@ API_TABLE: dict[int, ApiEntry] = {
     35: ApiEntry("log_dirs", 1, 5),  # DescribeLogDirs
     36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     37: ApiEntry("topics", 0, 3),  # CreatePartitions
+    38: ApiEntry("delegation_tokens", 1, 3),  # CreateDelegationToken
+    39: ApiEntry("delegation_tokens", 1, 2),  # RenewDelegationToken
+    40: ApiEntry("delegation_tokens", 1, 2),  # ExpireDelegationToken
+    41: ApiEntry("delegation_tokens", 1, 3),  # DescribeDelegationToken
     42: ApiEntry("delete_groups", 0, 2),
     43: ApiEntry("elect_leaders", 0, 2),
     44: ApiEntry("configs", 0, 1),  # IncrementalAlterConfigs

@@ -25,7 +25,8 @@ import kafka.errors as ke
 
 from minikafka.broker.security.sasl.errors import SaslFailure, SessionExpired
 from minikafka.broker.security.sasl.plain import PlainError, PlainServer
-from minikafka.broker.security.sasl.scram import MECHANISMS as SCRAM_MECHANISMS, CredentialLookup, ScramError, ScramServer
+from minikafka.broker.security.sasl.scram import (MECHANISMS as SCRAM_MECHANISMS, CredentialLookup, ScramError,
+                                                  ScramServer, TokenLookup)
 from minikafka.broker.security.sasl.settings import ListenerSasl
 
 log = logging.getLogger(__name__)
@@ -46,9 +47,11 @@ class SaslAuthenticator:
     """The SASL side of one connection on a SASL listener (transport-independent)."""
 
     def __init__(self, settings: ListenerSasl, scram_lookup: CredentialLookup,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, token_lookup: TokenLookup | None = None) -> None:
         self.settings = settings
         self._lookup = scram_lookup
+        self._token_lookup = token_lookup  # delegation tokens (SCRAM extension tokenauth=true)
+        self.token_authenticated = False  # the principal logged in with a delegation token
         self._clock = clock
         self.state = HANDSHAKE_OR_VERSIONS
         self.raw_tokens = False  # after SaslHandshake v0: bare tokens, no Kafka headers
@@ -141,7 +144,7 @@ class SaslAuthenticator:
         if mechanism == "PLAIN":
             self._server = PlainServer(self.settings.plain_users)
         elif mechanism in SCRAM_MECHANISMS:
-            self._server = ScramServer(mechanism, self._lookup)
+            self._server = ScramServer(mechanism, self._lookup, token_lookup=self._token_lookup)
         else:  # pragma: no cover - settings refuse other mechanisms at start-up
             raise self._fail(f"no server for mechanism {mechanism}", delayed=False)
         self.state = AUTHENTICATE
@@ -169,12 +172,20 @@ class SaslAuthenticator:
             raise self._fail(message) from None
         if not server.complete:
             return answer, 0
-        principal = f"User:{server.username}"
+        token_expiry_ms = None
+        if isinstance(server, ScramServer):
+            principal = f"User:{server.authorization_id}"
+            token_expiry_ms = server.token_expiry_ms if server.token_authenticated else None
+        else:
+            principal = f"User:{server.username}"
         if self._reauth_from is not None and principal != self._reauth_from[1]:
             old, new = self._reauth_from[1].split(":", 1), principal.split(":", 1)
             raise self._fail(f"Cannot change principals during re-authentication from {old[0]}.{old[1]}: "
                              f"{new[0]}.{new[1]}")
         lifetime_ms = max(0, self.settings.reauth_ms.get(self.mechanism or "", 0))
+        if lifetime_ms > 0 and token_expiry_ms is not None:  # Kafka: a token's session ends with the token
+            lifetime_ms = max(1, min(lifetime_ms, token_expiry_ms - int(time.time() * 1000)))
+        self.token_authenticated = token_expiry_ms is not None
         self.session_expires_at = self._clock() + lifetime_ms / 1000.0 if lifetime_ms > 0 else None
         self.principal = principal
         self._server = None

@@ -122,18 +122,32 @@ def _random_string() -> str:
 
 
 CredentialLookup = Callable[[str, str], "ScramCredential | None"]  # (username, mechanism) -> credential
+# delegation tokens: (token id, mechanism) -> (credential, owner name, expiry ms), None for an unknown token
+TokenLookup = Callable[[str, str], "tuple[ScramCredential, str, int] | None"]
+
+
+def extensions_of(text: str) -> dict[str, str]:
+    """The client-first message's extensions (",key=value" each), as Kafka's ScramExtensions."""
+    return dict(part.split("=", 1) for part in text.split(",") if part)
 
 
 class ScramServer:
     """One server side of a SCRAM exchange: client-first -> server-first, client-final -> server-final.
 
-    `username` (and so the principal User:<username>) is set once `complete`."""
+    `username` is set once `complete`; the principal is User:<authorization_id>: the username, or
+    with the extension `tokenauth=true` (a delegation token login, username = token id) the token's
+    owner (`token_authenticated`, `token_expiry_ms`)."""
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup, server_nonce: str | None = None) -> None:
+    def __init__(self, mechanism: str, lookup: CredentialLookup, server_nonce: str | None = None,
+                 token_lookup: TokenLookup | None = None) -> None:
         if mechanism not in MECHANISMS:
             raise ValueError(f"not a SCRAM mechanism: {mechanism}")
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        self.authorization_id: str | None = None
+        self.token_authenticated = False
+        self.token_expiry_ms: int | None = None
         self._server_nonce = server_nonce or _random_string()
         self._state = "client_first"
         self._credential: ScramCredential | None = None
@@ -165,7 +179,15 @@ class ScramServer:
         if m is None:
             raise ScramError(f"Invalid SCRAM client first message format: {message}")
         username = username_from_saslname(m.group("saslname"))
-        credential = self._lookup(username, self.mechanism)
+        if extensions_of(m.group("extensions")).get("tokenauth", "").lower() == "true":
+            found = self._token_lookup(username, self.mechanism) if self._token_lookup is not None else None
+            if found is None:
+                raise ScramError(f"Token Authentication failed: Invalid tokenId : {username}")
+            credential, self.authorization_id, self.token_expiry_ms = found
+            self.token_authenticated = True
+        else:
+            credential = self._lookup(username, self.mechanism)
+            self.authorization_id = username
         if credential is None:
             raise ScramError("Authentication failed: Invalid user credentials")
         authzid = m.group("authzid") or ""
