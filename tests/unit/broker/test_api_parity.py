@@ -104,10 +104,6 @@ HIGHER_MIN_ALLOWED: dict[int, str] = {
 # API key -> why minikafka's broker listener does not serve it at Kafka's version yet (issue 31).
 OPEN_IN_ISSUE_31: dict[int, str] = {
     34: "AlterReplicaLogDirs: JBOD (several log.dirs) is not supported",
-    38: "CreateDelegationToken (issue 31 item 3)",
-    39: "RenewDelegationToken (issue 31 item 3)",
-    40: "ExpireDelegationToken (issue 31 item 3)",
-    41: "DescribeDelegationToken (issue 31 item 3)",
     55: "DescribeQuorum on a single node's broker listener (issue 31 item 6)",
     64: "UnregisterBroker on the broker listener (issue 31 item 4)",
     74: "ListConfigResources (issue 31 item 5)",
