@@ -159,6 +159,16 @@ class Controller:
                         self._elect_unclean(t.topic_id, p)
         return expired
 
+    def unregister_broker(self, broker_id: int) -> None:
+        """Kafka's UnregisterBroker (`kafka-cluster unregister`): the broker leaves every ISR and
+        leadership as when fenced, then its registration is removed; BROKER_ID_NOT_REGISTERED when none."""
+        b = self.image.brokers.get(broker_id)
+        if b is None:
+            raise ControllerError(BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered")
+        self._leave_isrs(broker_id)
+        self._emit(r.unregister_broker(broker_id, b.epoch))
+        self.sessions.pop(broker_id, None)
+
     def fence(self, broker_id: int) -> None:
         self._emit(r.broker_state(broker_id, fenced=True))
         self._leave_isrs(broker_id)

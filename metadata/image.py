@@ -187,6 +187,12 @@ class MetadataImage:
                                          in_controlled_shutdown=bool(p.get("inControlledShutdown", False)))
         return [], []
 
+    def _unregister_broker(self, p: dict) -> tuple[list[Change], list[str]]:
+        b = self.brokers.get(p["brokerId"])
+        if b is not None and b.epoch == p.get("brokerEpoch", b.epoch):
+            del self.brokers[b.id]
+        return [], []
+
     def _topic(self, p: dict) -> tuple[list[Change], list[str]]:
         tid = _id_bytes(p["topicId"])
         old = self.topics.get(p["name"])
@@ -305,6 +311,7 @@ class MetadataImage:
 
 
 _APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.BROKER_STATE: MetadataImage._broker_state,
+          r.UNREGISTER_BROKER: MetadataImage._unregister_broker,
           r.TOPIC: MetadataImage._topic, r.PARTITION: MetadataImage._partition,
           r.PARTITION_CHANGE: MetadataImage._partition_change, r.REMOVE_TOPIC: MetadataImage._remove_topic,
           r.PRODUCER_IDS: MetadataImage._producer_ids, r.CONFIG: MetadataImage._config,

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 REGISTER_BROKER = "RegisterBroker"
 BROKER_STATE = "BrokerState"
+UNREGISTER_BROKER = "UnregisterBroker"  # Kafka's UnregisterBrokerRecord: the broker leaves the cluster's registrations
 TOPIC = "Topic"
 PARTITION = "Partition"
 PARTITION_CHANGE = "PartitionChange"
@@ -46,6 +47,10 @@ def register_broker(broker_id: int, broker_epoch: int, incarnation_id: str,
 def broker_state(broker_id: int, fenced: bool, in_controlled_shutdown: bool = False) -> Record:
     return {"type": BROKER_STATE, "brokerId": broker_id, "fenced": fenced,
             "inControlledShutdown": in_controlled_shutdown}
+
+
+def unregister_broker(broker_id: int, broker_epoch: int) -> Record:
+    return {"type": UNREGISTER_BROKER, "brokerId": broker_id, "brokerEpoch": broker_epoch}
 
 
 def topic(name: str, topic_id: str, configs: dict[str, str] | None = None) -> Record:

@@ -25,7 +25,8 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, Cre
 from minikafka.metadata.controller import ControllerError
 from minikafka.protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
                                   AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
-                                  BrokerRegistrationRequest, BrokerRegistrationResponse)
+                                  BrokerRegistrationRequest, BrokerRegistrationResponse, UnregisterBrokerRequest,
+                                  UnregisterBrokerResponse)
 from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize, authorize_cluster
 from minikafka.broker.network.context import RequestContext
@@ -187,6 +188,21 @@ async def handle_allocate_producer_ids(ctx: RequestContext,
     except ControllerError as exc:
         return answer(exc.code)
     return answer(code) if code else answer(0, *block)
+
+
+@handles(UnregisterBrokerRequest, UnregisterBrokerResponse, 0, 0, controller=True)
+async def handle_unregister_broker(ctx: RequestContext, req: UnregisterBrokerRequest) -> UnregisterBrokerResponse:
+    """`kafka-cluster unregister --id N` (forwarded by brokers): ALTER on the cluster; the broker leaves
+    every ISR and leadership, then its registration (BROKER_ID_NOT_REGISTERED when it has none)."""
+    def answer(code: int, message: str | None = None) -> UnregisterBrokerResponse:
+        return UnregisterBrokerResponse(throttle_time_ms=0, error_code=code, error_message=message)
+    if not authorize_cluster(ctx, acl.ALTER):
+        return answer(CLUSTER_AUTHORIZATION_FAILED)
+    try:
+        _r, code = await _run(ctx, lambda c: c.unregister_broker(req.broker_id))
+    except ControllerError as exc:
+        return answer(exc.code, exc.message)
+    return answer(code, None if code else "")
 
 
 # -- topics -------------------------------------------------------------------------------------------

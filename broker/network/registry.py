@@ -78,9 +78,11 @@ API_TABLE: dict[int, ApiEntry] = {
     49: ApiEntry("client_quotas", 0, 1),  # AlterClientQuotas (forwarded to the active controller in a cluster)
     50: ApiEntry("scram_credentials", 0, 0),  # DescribeUserScramCredentials
     51: ApiEntry("scram_credentials", 0, 0),  # AlterUserScramCredentials
+    55: ApiEntry("describe_quorum", 0, 2),  # DescribeQuorum (a single node; a quorum node: QUORUM_BROKER_API_TABLE)
     57: ApiEntry("update_features", 0, 2),
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     61: ApiEntry("describe_producers", 0, 0),
+    64: ApiEntry("unregister_broker", 0, 0),  # UnregisterBroker (forwarded to the active controller in a cluster)
     65: ApiEntry("describe_transactions", 0, 0),
     66: ApiEntry("list_transactions", 0, 2),
     68: ApiEntry("consumer_group", 0, 1),  # ConsumerGroupHeartbeat
@@ -136,6 +138,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     62: ApiEntry("controller", 0, 4),  # BrokerRegistration
     63: ApiEntry("controller", 0, 2),  # BrokerHeartbeat
     67: ApiEntry("controller", 0, 0),  # AllocateProducerIds (KIP-730)
+    64: ApiEntry("controller", 0, 0),  # UnregisterBroker (forwarded by brokers)
     58: ApiEntry("envelope", 0, 0),  # Envelope: a client's request forwarded by a broker, with its principal
 }
 

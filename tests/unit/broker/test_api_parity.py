@@ -104,8 +104,6 @@ HIGHER_MIN_ALLOWED: dict[int, str] = {
 # API key -> why minikafka's broker listener does not serve it at Kafka's version yet (issue 31).
 OPEN_IN_ISSUE_31: dict[int, str] = {
     34: "AlterReplicaLogDirs: JBOD (several log.dirs) is not supported",
-    55: "DescribeQuorum on a single node's broker listener (issue 31 item 6)",
-    64: "UnregisterBroker on the broker listener (issue 31 item 4)",
     74: "ListConfigResources (issue 31 item 5)",
     80: "AddRaftVoter (issue 31 item 4)",
     81: "RemoveRaftVoter (issue 31 item 4)",
