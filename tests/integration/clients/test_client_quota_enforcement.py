@@ -1,0 +1,127 @@
+"""Client quotas enforced (broker/quota/): a confluent-kafka producer under a 1 MB/s producer_byte_rate
+is held near 1 MB/s while another client id on the same broker is not, the throttle shows on
+/metrics, quotas survive a restart, and controller_mutation_rate refuses CreateTopics past its
+token bucket with THROTTLING_QUOTA_EXCEEDED (v6+) or only throttles older versions.
+
+The broker runs with quota.window.num=3 (x 1 s windows) so that the first burst Kafka's sampled rate
+allows (the window counts as at least num-1 windows: ~10 MB at 1 MB/s with the default 11) stays
+small and the steady rate is measured within seconds."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+
+from tests.integration.admin.test_client_quotas import EXACT, alter, describe, key
+from tests.integration.robustness.test_metrics_http import scrape, value
+from tests.conftest import free_port
+from tests.support.helpers import RawClient
+
+pytestmark = pytest.mark.minikafka_only
+
+MB = 1024 * 1024
+QUOTA_CONFIG = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
+
+
+def _rate(bootstrap: str, topic: str, client_id: str, seconds: float = 6.0, skip: float = 1.0) -> float:
+    """Bytes/s delivered to `topic` from `skip` seconds after the start to `seconds`."""
+    delivered: list[tuple[float, int]] = []
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
+                  "batch.size": 256 * 1024, "queue.buffering.max.kbytes": 8192})
+    payload = b"x" * 10_000
+    start = time.monotonic()
+
+    def done(err, msg):
+        if err is None:
+            delivered.append((time.monotonic(), len(msg.value())))
+    while time.monotonic() - start < seconds:
+        try:
+            p.produce(topic, payload, on_delivery=done)
+        except BufferError:
+            p.poll(0.02)
+            continue
+        p.poll(0)
+    p.poll(0)
+    p.purge()
+    p.flush(2)
+    total = sum(n for t, n in delivered if start + skip <= t <= start + seconds)
+    return total / (seconds - skip)
+
+
+def test_producer_held_near_its_byte_rate_while_another_client_is_not(broker_factory):
+    port = free_port()
+    b = broker_factory({"minikafka.metrics.listener": f"http://127.0.0.1:{port}", **QUOTA_CONFIG})
+    topic = f"quota-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    with RawClient(b.bootstrap) as cl:
+        assert alter(cl, [({"client-id": "slow"}, {"producer_byte_rate": MB})]) == {key({"client-id": "slow"}):
+                                                                                     (0, None)}
+    fast = _rate(b.bootstrap, topic, "fast")
+    slow = _rate(b.bootstrap, topic, "slow")
+    print(f"slow {slow / MB:.2f} MB/s, fast {fast / MB:.2f} MB/s")
+    assert slow < 2 * MB, (slow, fast)
+    assert slow > 0.3 * MB, (slow, fast)  # held near the quota, not starved
+    assert fast > 3 * slow, (slow, fast)
+    samples = scrape(port)
+    labels = {"type": "produce", "user": "", "client_id": "slow"}
+    assert (value(samples, "minikafka_client_quota_throttle_time_ms_total", **labels) or 0) > 0
+    assert (value(samples, "minikafka_client_quota_throttled_requests_total", **labels) or 0) > 0
+    assert (value(samples, "minikafka_client_quota_recorded_total", **labels) or 0) > 2 * MB
+    assert value(samples, "minikafka_client_quota_throttle_time_ms_total", type="produce", user="",
+                 client_id="fast") is None
+
+
+def test_quotas_survive_restart(broker_factory):
+    b = broker_factory()
+    entities = [({"user": "alice"}, {"producer_byte_rate": 2048, "request_percentage": 50.5}),
+                ({"user": None, "client-id": None}, {"consumer_byte_rate": 4096})]
+    with RawClient(b.bootstrap) as cl:
+        assert all(code == 0 for code, _m in alter(cl, entities).values())
+        before = describe(cl, [])
+    assert before == {key(e): {k: float(v) for k, v in ops.items()} for e, ops in entities}
+    b.stop()
+    b.start()
+    with RawClient(b.bootstrap) as cl:
+        assert describe(cl, []) == before
+        assert describe(cl, [("user", EXACT, "alice")], strict=True) == {key({"user": "alice"}): before[
+            key({"user": "alice"})]}
+    b.kill()  # kill -9 keeps them too (written before they are applied)
+    b.start()
+    with RawClient(b.bootstrap) as cl:
+        assert describe(cl, []) == before
+
+
+def _create(cl: RawClient, names: list[str], partitions: int, version: int):
+    T = CreateTopicsRequest.CreatableTopic
+    req = CreateTopicsRequest(topics=[T(name=n, num_partitions=partitions, replication_factor=1, assignments=[],
+                                        configs=[]) for n in names], timeout_ms=10000, validate_only=False)
+    return cl.request(req, version, CreateTopicsResponse)
+
+
+def test_controller_mutation_rate(broker_factory):
+    b = broker_factory()
+    with RawClient(b.bootstrap, client_id="admin-q") as cl:
+        assert alter(cl, [({"client-id": "admin-q"}, {"controller_mutation_rate": 1})]) == {
+            key({"client-id": "admin-q"}): (0, None)}
+        tag = uuid.uuid4().hex[:6]
+        # 11 tokens (1/s x 11 windows of 1 s): the first topic may take the bucket below zero, the next is refused
+        resp = _create(cl, [f"m1-{tag}", f"m2-{tag}"], 15, 6)
+        codes = {t.name: (t.error_code, t.error_message) for t in resp.topics}
+        assert codes[f"m1-{tag}"] == (0, None)
+        assert codes[f"m2-{tag}"] == (89, "The throttling quota has been exceeded.")
+        assert 3000 <= resp.throttle_time_ms <= 5000
+    with RawClient(b.bootstrap, client_id="admin-q") as cl:
+        started = time.monotonic()
+        # an old version (< 6) is not refused, only throttled
+        resp = _create(cl, [f"m3-{tag}"], 1, 5)
+        assert resp.topics[0].error_code == 0 and resp.throttle_time_ms > 0
+        # the connection is muted for the throttle time: the next answer comes after it
+        _create(cl, [f"m4-{tag}"], 1, 5)
+        assert time.monotonic() - started >= resp.throttle_time_ms / 1000 * 0.8
+    with RawClient(b.bootstrap, client_id="other") as cl:  # no quota for another client id
+        assert _create(cl, [f"m5-{tag}"], 20, 7).topics[0].error_code == 0
