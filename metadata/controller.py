@@ -354,6 +354,16 @@ class Controller:
             if current.get(key) != configs.get(key):
                 self._emit(r.config(r.GROUP_RESOURCE, group_id, key, configs.get(key)))
 
+    def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Make the CLIENT_METRICS resource's configs exactly `configs` (validated by the caller as Kafka's
+        ClientMetricsConfigs.validate does): a Config record per changed key (value null = deleted)."""
+        if not name:
+            raise ControllerError(INVALID_REQUEST, "Subscription name can't be empty")
+        current = dict(self.image.client_metrics_configs.get(name, {}))
+        for key in sorted(set(current) | set(configs)):
+            if current.get(key) != configs.get(key):
+                self._emit(r.config(r.CLIENT_METRICS_RESOURCE, name, key, configs.get(key)))
+
     # -- ACLs and SCRAM credentials (Kafka's AclControlManager / ScramControlManager) ------------------
     def create_acls(self, rows: Iterable[r.AclRow]) -> None:
         """One AccessControlEntry per (validated) binding not already there: an existing one is a success."""

@@ -75,6 +75,8 @@ class MetadataImage:
         self.next_producer_id = 0
         self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" = cluster default) -> configs
         self.group_configs: dict[str, dict[str, str]] = {}  # group id -> overrides (GROUP resources, type 32)
+        # subscription name -> configs (CLIENT_METRICS resources, type 16: KIP-714 client metrics subscriptions)
+        self.client_metrics_configs: dict[str, dict[str, str]] = {}
         self.acls: dict[str, r.AclRow] = {}  # ACL id -> binding
         self.scram: dict[str, dict[str, dict]] = {}  # user -> mechanism -> {salt, storedKey, serverKey, iterations}
         # client quotas: entity (sorted (type, name) pairs, None = default) -> key -> value (ClientQuota records)
@@ -108,6 +110,7 @@ class MetadataImage:
         out.offset, out.next_producer_id = self.offset, self.next_producer_id
         out.broker_configs = {k: dict(v) for k, v in self.broker_configs.items()}
         out.group_configs = {k: dict(v) for k, v in self.group_configs.items()}
+        out.client_metrics_configs = {k: dict(v) for k, v in self.client_metrics_configs.items()}
         out.acls = dict(self.acls)
         out.scram = {u: dict(m) for u, m in self.scram.items()}
         out.client_quotas = {e: dict(v) for e, v in self.client_quotas.items()}
@@ -123,7 +126,7 @@ class MetadataImage:
         """The whole image as JSON-able data; `from_json(to_json())` equals this image."""
         return {
             "offset": self.offset, "nextProducerId": self.next_producer_id, "brokerConfigs": self.broker_configs,
-            "groupConfigs": self.group_configs,
+            "groupConfigs": self.group_configs, "clientMetricsConfigs": self.client_metrics_configs,
             "acls": {acl_id: list(row) for acl_id, row in self.acls.items()}, "scram": self.scram,
             "clientQuotas": [[[list(p) for p in e], v] for e, v in self.client_quotas.items()],
             "securityVersion": self.security_version, "bootstrapped": self.bootstrapped,
@@ -140,6 +143,7 @@ class MetadataImage:
         out.offset, out.next_producer_id = int(data["offset"]), int(data["nextProducerId"])
         out.broker_configs = {k: dict(v) for k, v in data["brokerConfigs"].items()}
         out.group_configs = {k: dict(v) for k, v in data.get("groupConfigs", {}).items()}  # absent before them
+        out.client_metrics_configs = {k: dict(v) for k, v in data.get("clientMetricsConfigs", {}).items()}
         out.acls = {acl_id: tuple(row) for acl_id, row in data.get("acls", {}).items()}  # type: ignore[misc]
         out.scram = {u: {m: dict(c) for m, c in by_mech.items()} for u, by_mech in data.get("scram", {}).items()}
         out.client_quotas = {tuple((t, n) for t, n in e): {k: float(x) for k, x in v.items()}
@@ -257,6 +261,9 @@ class MetadataImage:
         elif p.get("resourceType") == r.GROUP_RESOURCE:
             target = self.group_configs.setdefault(p["resourceName"], {})
             self.security_version += 1
+        elif p.get("resourceType") == r.CLIENT_METRICS_RESOURCE:
+            target = self.client_metrics_configs.setdefault(p["resourceName"], {})
+            self.security_version += 1
         else:
             target = self.broker_configs.setdefault(p["resourceName"], {})
             self.security_version += 1
@@ -264,6 +271,8 @@ class MetadataImage:
             target.pop(name, None)
             if not target and p.get("resourceType") == r.GROUP_RESOURCE:
                 del self.group_configs[p["resourceName"]]
+            elif not target and p.get("resourceType") == r.CLIENT_METRICS_RESOURCE:
+                del self.client_metrics_configs[p["resourceName"]]
         else:
             target[name] = value
         return [], []

@@ -33,6 +33,7 @@ BOOTSTRAP_DONE = "BootstrapDone"  # the formatted SCRAM credentials (`storage fo
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32
+CLIENT_METRICS_RESOURCE = 16
 
 Record = dict[str, Any]
 

@@ -144,6 +144,14 @@ async def forward_broker_configs(state: "BrokerState", changes: dict[str, dict[s
                                   lambda name: dynamic.layer(per_broker=name != ""), who)
 
 
+async def forward_client_metrics_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]],
+                                         who: ForwardedFor | None = None) -> dict[str, tuple[int, str | None]]:
+    """CLIENT_METRICS resource (subscription name) -> key -> new value (None: deleted), validated here, to
+    the controller as IncrementalAlterConfigs SET/DELETE; (error code, message) per subscription."""
+    store = state.client_metrics_configs
+    return await _forward_configs(state, 16, changes, lambda name: store.subscriptions.get(name, {}), who)
+
+
 async def forward_group_configs(state: "BrokerState", changes: dict[str, dict[str, str | None]],
                                 who: ForwardedFor | None = None) -> dict[str, tuple[int, str | None]]:
     """GROUP resource (group id) -> key -> new value (None: deleted), validated here, to the controller

@@ -45,6 +45,7 @@ class SecuritySync:
         state.dynamic_config.follow(image.broker_configs.get("", {}),
                                     image.broker_configs.get(str(state.node_id), {}))
         state.group_configs.follow(image.group_configs)
+        state.client_metrics_configs.follow(image.client_metrics_configs)
         state.client_quotas.follow(image.client_quotas)
 
 

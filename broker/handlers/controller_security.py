@@ -164,8 +164,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
         if not _is_active(ctx):
             answer(NOT_CONTROLLER)
             continue
-        if r.resource_type not in (BROKER_CONFIG, GROUP_CONFIG):
-            answer(INVALID_REQUEST, "Only broker and group configs are altered incrementally through the controller here")
+        if r.resource_type not in (BROKER_CONFIG, GROUP_CONFIG, CLIENT_METRICS_CONFIG):
+            answer(INVALID_REQUEST, "Only broker, group and client metrics configs are altered incrementally "
+                                    "through the controller here")
             continue
         if r.resource_type == BROKER_CONFIG and r.resource_name != "":
             try:
@@ -178,6 +179,13 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
             continue
 
         def alter(c, r=r):
+            if r.resource_type == CLIENT_METRICS_CONFIG:  # KIP-714 subscriptions (Kafka's ClientMetricsConfigs)
+                store = ctx.broker.client_metrics_configs
+                layer = store.check(r.resource_name, store_ops(dict(c.image.client_metrics_configs.get(
+                    r.resource_name, {})), r.configs))
+                if not req.validate_only:
+                    c.set_client_metrics_configs(r.resource_name, layer)
+                return
             group = r.resource_type == GROUP_CONFIG
             layer = dict((c.image.group_configs if group else c.image.broker_configs).get(r.resource_name, {}))
             for op in r.configs:
@@ -203,6 +211,16 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
             continue
         answer(code)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+def store_ops(layer: dict[str, str], configs) -> dict[str, str]:
+    """`layer` after the forwarded SET / DELETE operations."""
+    for op in configs:
+        if op.config_operation == SET:
+            layer[op.name] = op.value or ""
+        else:
+            layer.pop(op.name, None)
+    return layer
 
 
 def _alter_configs_denied(ctx: RequestContext, resource_type: int, name: str) -> tuple[int, str] | None:
