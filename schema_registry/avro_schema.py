@@ -14,7 +14,9 @@ from typing import Any
 
 import avro.errors
 import avro.schema
-from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+import avro.compatibility as avro_compatibility
+from avro.compatibility import (CompatibleResult, ReaderWriterCompatibilityChecker, SchemaCompatibilityResult,
+                                SchemaCompatibilityType)
 
 from minikafka.schema_registry import errors
 
@@ -169,13 +171,71 @@ def _details(result: Any, new_reads: bool, old_version: int, old_text: str, leve
     return out
 
 
-def _can_read(reader: Any, writer: Any) -> Any:
+MAX_PAIRS = 20_000  # (reader, writer) schema pairs one check (every version it compares) may compare: about half
+# a second of the event loop at worst (two unions compare |reader| x |writer| branch pairs); 42205 past it
+
+
+class _TooComplex(Exception):
+    pass
+
+
+class _Checker(ReaderWriterCompatibilityChecker):
+    """Avro's checker with bounded work on the event loop: its memo keyed by the pair of ids (the library's
+    pair hash, id ^ id, collides across a union's branches, making each lookup linear), each record's fields
+    by name built once (the library rebuilds `fields_dict` per field looked up: quadratic), and at most
+    MAX_PAIRS pairs compared by the checkers sharing `budget` (_TooComplex past it)."""
+
+    def __init__(self, budget: list[int]) -> None:
+        super().__init__()
+        self.budget = budget  # [pairs left], shared by one check's checkers
+        self.fields: dict[int, tuple[Any, dict]] = {}  # id(record) -> (record, its fields by name)
+
+    def get_compatibility(self, reader: Any, writer: Any, reference_token: str = "/",
+                          location: list[str] | None = None) -> Any:
+        key = (id(reader), id(writer))  # both alive for the whole check: ids stay unique
+        memo = self.memoize_map
+        if key in memo:
+            result = memo[key]
+            return CompatibleResult if result.compatibility is SchemaCompatibilityType.recursion_in_progress \
+                else result
+        self.budget[0] -= 1
+        if self.budget[0] < 0:
+            raise _TooComplex(f"more than {MAX_PAIRS} pairs of schemas to compare")
+        memo[key] = SchemaCompatibilityResult()  # in progress: a recursive type meeting itself is compatible
+        result = self.calculate_compatibility(reader, writer, [*(location or ()), reference_token])
+        memo[key] = result
+        return result
+
+    def lookup_writer_field(self, writer_schema: Any, reader_field: Any) -> Any:
+        """avro.compatibility.lookup_writer_field with the writer's fields by name built once."""
+        entry = self.fields.get(id(writer_schema))
+        if entry is None:
+            entry = self.fields[id(writer_schema)] = (writer_schema, {f.name: f for f in writer_schema.fields})
+        by_name = entry[1]
+        found = by_name.get(reader_field.name)
+        if found is not None:
+            return found
+        aliases = reader_field.props.get("aliases")
+        if isinstance(aliases, list):
+            return next((by_name[a] for a in aliases if isinstance(a, str) and a in by_name), None)
+        return None
+
+
+def _can_read(reader: Any, writer: Any, budget: list[int]) -> Any:
     """Avro's checker recurses once per nesting level: a schema parsed on a shallower stack (a replay, a
-    request with fewer frames) may still nest past it here, which is refused (42205) rather than a 500."""
+    request with fewer frames) may still nest past it here, which is refused (42205) rather than a 500; so
+    is a pair of schemas past the checker's work bound."""
+    checker = _Checker(budget)
+    library_lookup = avro_compatibility.lookup_writer_field
+    avro_compatibility.lookup_writer_field = checker.lookup_writer_field  # for this synchronous check only
     try:
-        return ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+        return checker.get_compatibility(reader, writer)
     except RecursionError:
         raise errors.operation_not_permitted("Avro schemas not compared: they nest too deeply") from None
+    except _TooComplex as exc:
+        raise errors.operation_not_permitted(f"Avro schemas not compared: {exc}") from None
+    finally:
+        avro_compatibility.lookup_writer_field = library_lookup
 
 
 def check(level: str, new: Any, previous: list[tuple[int, str, Any]]) -> list[str]:
@@ -185,12 +245,13 @@ def check(level: str, new: Any, previous: list[tuple[int, str, Any]]) -> list[st
         return []
     against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
     base = level.removesuffix("_TRANSITIVE")
+    budget = [MAX_PAIRS]
     for version, text, old in reversed(against):  # newest first, as Confluent reports
         checks = []
         if base in ("BACKWARD", "FULL"):
-            checks.append((True, _can_read(new, old)))
+            checks.append((True, _can_read(new, old, budget)))
         if base in ("FORWARD", "FULL"):
-            checks.append((False, _can_read(old, new)))
+            checks.append((False, _can_read(old, new, budget)))
         for new_reads, result in checks:
             if result.compatibility is not SchemaCompatibilityType.compatible:
                 return _details(result, new_reads, version, text, level)
