@@ -51,6 +51,17 @@ DEFAULTS: dict[str, str] = {
     "connections.max.reauth.ms": "0",
     "connection.failed.authentication.delay.ms": "100",
     "sasl.server.max.receive.size": "524288",
+    # SASL/OAUTHBEARER's JWKS validator (KIP-768, broker/security/sasl/oauthbearer.py), selected by
+    # listener.name.<l>.oauthbearer.sasl.server.callback.handler.class; Kafka's defaults
+    "sasl.oauthbearer.jwks.endpoint.url": "",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "100",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "10000",
+    "sasl.oauthbearer.expected.audience": "",
+    "sasl.oauthbearer.expected.issuer": "",
+    "sasl.oauthbearer.clock.skew.seconds": "30",
+    "sasl.oauthbearer.sub.claim.name": "sub",
+    "sasl.oauthbearer.scope.claim.name": "scope",
     # minikafka: a request frame must be complete this long after its first byte, else the
     # connection is closed and the frame's memory returned (slowloris bound)
     "minikafka.request.read.timeout.ms": "30000",

@@ -40,6 +40,7 @@ FORWARDABLE = frozenset({
     45,  # AlterPartitionReassignments
     46,  # ListPartitionReassignments
     51,  # AlterUserScramCredentials
+    64,  # UnregisterBroker
 })
 
 
