@@ -78,7 +78,7 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
     ("SASL", (
         (("sasl.enabled.mechanisms",),
          "The SASL mechanisms of SASL listeners (per listener: `listener.name.<l>.sasl.enabled.mechanisms`). "
-         "minikafka serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 and refuses to start with another one "
+         "minikafka serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER and refuses to start with another one "
          "enabled on a SASL listener, so set it."),
         (("sasl.jaas.config",),
          "Ignored with a warning, as on a Kafka broker: a mechanism's JAAS entry is given per listener, "
@@ -90,6 +90,18 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
         (("connection.failed.authentication.delay.ms",),
          "A failed authentication is answered and the connection closed after this delay."),
         (("sasl.server.max.receive.size",), "The largest frame accepted before a SASL client has authenticated."),
+        (("sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+          "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"),
+         "OAUTHBEARER's JWKS validator (KIP-768), used when `listener.name.<l>.oauthbearer.sasl.server.callback."
+         "handler.class` is `org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler`: "
+         "the key set (https/http URL or `file:` URL) verifying token signatures, fetched off the event loop, "
+         "refreshed every refresh.ms (a file when it changes) and, for an unknown key id, at most once per "
+         "retry.backoff.max.ms. Without that handler class OAUTHBEARER uses Kafka's unsecured validator (development only)."),
+        (("sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.clock.skew.seconds",
+          "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name"),
+         "OAUTHBEARER's JWKS validator: the `aud` (one of a list) and `iss` a token must carry when set, the leeway "
+         "for `exp`/`nbf`, and the claims holding the principal (User:<sub>) and the scope. Each may carry the "
+         "listener prefix `listener.name.<l>.oauthbearer.`."),
     )),
     ("Authorization", (
         (("authorizer.class.name",),

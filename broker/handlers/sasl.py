@@ -33,6 +33,7 @@ async def handle_sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateReq
                                         error_message="SaslAuthenticate request received after successful authentication",
                                         auth_bytes=b"", session_lifetime_ms=0)
     try:
+        await sasl.prepare(bytes(req.auth_bytes))  # OAUTHBEARER: JWKS keys fetched off the event loop
         answer, lifetime_ms = sasl.evaluate(bytes(req.auth_bytes))
     except SaslFailure as exc:
         if exc.response is None and exc.delayed:  # Kafka answers a failed token with error 58 and its message

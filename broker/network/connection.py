@@ -517,6 +517,7 @@ class Connection(asyncio.BufferedProtocol):
         request, processed only if the authenticator lets it through (`check_request`)."""
         self._sasl_response_header = None
         if sasl.raw_tokens:
+            await sasl.prepare(bytes(frame))
             answer, _ = sasl.evaluate(bytes(frame))
             self.principal = sasl.principal or self.principal
             return (_SIZE.pack(len(answer)), answer)

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import kafka.errors as ke
 
 from minikafka.broker.security.sasl.errors import SaslFailure, SessionExpired
+from minikafka.broker.security.sasl.oauthbearer import OAuthAuthError, OAuthBearerServer, OAuthSaslError
 from minikafka.broker.security.sasl.plain import PlainError, PlainServer
 from minikafka.broker.security.sasl.scram import (MECHANISMS as SCRAM_MECHANISMS, CredentialLookup, ScramError,
                                                   ScramServer, TokenLookup)
@@ -143,6 +144,8 @@ class SaslAuthenticator:
         self.mechanism = mechanism
         if mechanism == "PLAIN":
             self._server = PlainServer(self.settings.plain_users)
+        elif mechanism == "OAUTHBEARER":
+            self._server = OAuthBearerServer(self.settings.oauth)
         elif mechanism in SCRAM_MECHANISMS:
             self._server = ScramServer(mechanism, self._lookup, token_lookup=self._token_lookup)
         else:  # pragma: no cover - settings refuse other mechanisms at start-up
@@ -152,6 +155,12 @@ class SaslAuthenticator:
     # -- tokens -------------------------------------------------------------------------------------
     def _failure_text(self) -> str:
         return "re-authentication" if self.reauthenticating else "authentication"
+
+    async def prepare(self, token: bytes) -> None:
+        """Before `evaluate`, on the event loop: what a mechanism must fetch first (OAUTHBEARER's JWKS keys,
+        fetched in a thread)."""
+        if isinstance(self._server, OAuthBearerServer) and self.state == AUTHENTICATE:
+            await self._server.prepare(token)
 
     def evaluate(self, token: bytes) -> tuple[bytes, int]:
         """The server's answer to a client token and, once complete, the session lifetime in ms
@@ -163,8 +172,14 @@ class SaslAuthenticator:
             raise self._fail(f"SASL token in state {self.state}", delayed=False)
         try:
             answer = server.evaluate(token)
-        except PlainError as exc:
+        except (PlainError, OAuthAuthError) as exc:
             raise self._fail(str(exc)) from None
+        except OAuthSaslError as exc:  # Kafka's SaslException: its text stays in the broker's log
+            log.debug("OAUTHBEARER authentication failed: %s", exc)
+            if exc.unanswered:
+                raise self._fail(str(exc), delayed=False) from None
+            raise self._fail(f"Authentication failed during {self._failure_text()} due to invalid credentials with "
+                             f"SASL mechanism {self.mechanism}") from None
         except ScramError as exc:
             log.debug("SCRAM authentication failed: %s", exc)
             message = exc.client_message or (f"Authentication failed during {self._failure_text()} due to invalid "
@@ -187,6 +202,11 @@ class SaslAuthenticator:
             lifetime_ms = max(1, min(lifetime_ms, token_expiry_ms - int(time.time() * 1000)))
         self.token_authenticated = token_expiry_ms is not None
         self.session_expires_at = self._clock() + lifetime_ms / 1000.0 if lifetime_ms > 0 else None
+        if isinstance(server, OAuthBearerServer) and server.credential_expiration_ms is not None:
+            # Kafka: the session ends with the token, and with connections.max.reauth.ms when it is set
+            remaining = max(0, server.credential_expiration_ms - int(time.time() * 1000))
+            lifetime_ms = min(remaining, lifetime_ms) if lifetime_ms > 0 else remaining
+            self.session_expires_at = self._clock() + lifetime_ms / 1000.0
         self.principal = principal
         self._server = None
         self._reauth_from = None

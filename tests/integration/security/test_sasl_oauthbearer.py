@@ -1,0 +1,338 @@
+"""SASL/OAUTHBEARER (KIP-255, KIP-768, KIP-368) with real clients.
+
+The broker: a PLAINTEXT listener (the admin; super user User:ANONYMOUS), a SASL_PLAINTEXT listener with
+OAUTHBEARER and Kafka's default, unsecured validator, and StandardAuthorizer ACLs. With `--broker=kafka`
+the same tests run against Apache Kafka configured the same way (differential). minikafka also has a
+second listener, JWKS (SASL_PLAINTEXT), whose validator is Kafka's OAuthBearerValidatorCallbackHandler
+with a JWKS file generated here; those tests are minikafka_only: the lab's JVM refuses JWKS URLs
+unless a system property (org.apache.kafka.sasl.oauthbearer.allowed.urls) allows them, which the lab
+script does not set.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
+                                   ResourcePatternType, ResourceType)
+from kafka.protocol.sasl import SaslAuthenticateRequest
+
+from minikafka.testing import MiniKafka, free_port
+from tests.conftest import ROOT, broker_kind
+from tests.support.helpers import RawClient
+from tests.support.sasl_helpers import authenticate, handshake, metadata
+
+pytestmark = pytest.mark.timeout(240)
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+OAUTH_JAAS = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+              'unsecuredLoginStringClaim_sub="admin";')
+VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+AUDIENCE, ISSUER = "minikafka-test", "https://issuer.example"
+CONFIG = {
+    "authorizer.class.name": STANDARD_AUTHORIZER,
+    "super.users": "User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "false",
+    "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER",
+    "sasl.enabled.mechanisms": "OAUTHBEARER",
+    "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
+}
+
+
+class OAuthBroker:
+    def __init__(self, plain: str, sasl: str, jwks: str | None = None, key=None, jwks_path=None, mk=None) -> None:
+        self.plain, self.sasl, self.jwks, self.key, self.jwks_path, self.mk = plain, sasl, jwks, key, jwks_path, mk
+
+
+@pytest.fixture(scope="module")
+def broker(request, tmp_path_factory):
+    kind = broker_kind(request.config)
+    if kind == "kafka":
+        sys.path.insert(0, str(ROOT))
+        from scripts.apache_kafka import KafkaBroker
+        kb = KafkaBroker()
+        kb.start(overrides=CONFIG, extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"}, timeout=120)
+        yield OAuthBroker(kb.bootstrap, kb.bootstrap_for("SASL_PLAINTEXT"))
+        kb.stop()
+        kb.cleanup()
+        return
+    if kind != "minikafka":
+        pytest.skip("needs a broker this test run configures (minikafka or kafka)")
+    from joserfc.jwk import KeySet, RSAKey
+    base = tmp_path_factory.mktemp("oauth")
+    key = RSAKey.generate_key(2048, parameters={"kid": "test-key", "use": "sig", "alg": "RS256"})
+    jwks_path = base / "jwks.json"
+    jwks_path.write_text(json.dumps(KeySet([key]).as_dict(private=False)))
+    port, sasl_port, jwks_port = free_port(), free_port(), free_port()
+    config = {
+        **CONFIG,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
+                     f"JWKS://127.0.0.1:{jwks_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,JWKS:SASL_PLAINTEXT",
+        "listener.name.jwks.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.jwks.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+        "listener.name.jwks.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "listener.name.jwks.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": jwks_path.as_uri(),
+        "sasl.oauthbearer.expected.audience": AUDIENCE,
+        "sasl.oauthbearer.expected.issuer": ISSUER,
+        "sasl.oauthbearer.clock.skew.seconds": "5",
+    }
+    mk = MiniKafka(config=config, data_dir=base / "data", port=port)
+    yield OAuthBroker(mk.bootstrap_servers, f"127.0.0.1:{sasl_port}", f"127.0.0.1:{jwks_port}", key, jwks_path, mk)
+    log = mk.log_text(20000)
+    mk.close()
+    assert "Traceback" not in log, log
+
+
+# -- tokens ---------------------------------------------------------------------------------------------
+def _b64(obj) -> str:
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+
+def unsecured_token(sub: str = "alice", exp_in: float = 3600, **claims) -> str:
+    now = int(time.time())
+    return f"{_b64({'alg': 'none'})}.{_b64({'sub': sub, 'iat': now, 'exp': now + exp_in, **claims})}."
+
+
+def signed_token(key, sub: str = "alice", exp_in: float = 3600, kid: str = "test-key", **claims) -> str:
+    from joserfc import jwt
+    now = int(time.time())
+    body = {"sub": sub, "iat": now, "exp": now + exp_in, "aud": AUDIENCE, "iss": ISSUER, **claims}
+    return jwt.encode({"alg": "RS256", "kid": kid}, body, key)
+
+
+def first_message(token: str) -> bytes:
+    return f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+
+
+# -- clients --------------------------------------------------------------------------------------------
+def client_config(bootstrap: str, principal: str | None = "alice", oauth_cb=None, **extra) -> dict:
+    conf = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            **extra}
+    if oauth_cb is not None:
+        conf["oauth_cb"] = oauth_cb
+    else:
+        conf["sasl.oauthbearer.config"] = f"principal={principal}"  # librdkafka's own unsecured JWS
+        conf["enable.sasl.oauthbearer.unsecure.jwt"] = True
+    return conf
+
+
+def token_cb(make_token, lifetime: float = 3600, calls: list | None = None):
+    """An oauth_cb handing librdkafka `make_token()` with its expiry: the token's `exp` when it has one (so
+    that librdkafka refreshes it in time), else now + lifetime."""
+    def cb(_config):
+        if calls is not None:
+            calls.append(time.time())
+        token = make_token()
+        try:
+            exp = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "==="))["exp"]
+        except (ValueError, KeyError, IndexError):
+            exp = None
+        return token, float(exp) if isinstance(exp, (int, float)) and exp > time.time() else time.time() + lifetime
+    return cb
+
+
+def new_topic(broker: OAuthBroker) -> str:
+    topic = f"oauth-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.plain})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    return topic
+
+
+def grant(broker: OAuthBroker, principal: str, topic: str, group: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.plain})
+    bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", op,
+                           AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.READ,
+                                                              AclOperation.DESCRIBE)]
+    bindings.append(AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, principal, "*",
+                               AclOperation.READ, AclPermissionType.ALLOW))
+    for fut in admin.create_acls(bindings).values():
+        fut.result(timeout=30)
+    time.sleep(1.0)  # Kafka applies ACLs from its metadata log
+
+
+def produce(conf: dict, topic: str, n: int = 10, timeout: float = 30) -> list:
+    """The delivery errors of `n` records (empty: all written)."""
+    producer = Producer(conf)
+    errors: list = []
+    for i in range(n):
+        producer.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: err and errors.append(err))
+    producer.flush(timeout)
+    return errors
+
+
+def consume(conf: dict, topic: str, n: int, timeout: float = 30) -> list[bytes]:
+    consumer = Consumer({**conf, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    return got
+
+
+def auth_error(conf: dict, timeout: float = 15.0):
+    """The authentication error a producer with `conf` gets (None if none within `timeout`)."""
+    errors: list = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        producer.poll(0.2)
+        for err in errors:
+            if err.code() == KafkaError._AUTHENTICATION:
+                return err
+    return None
+
+
+# -- the unsecured validator (differential) -------------------------------------------------------------
+def test_principal_from_the_unsecured_token_is_authorized_by_acls(broker):
+    topic = new_topic(broker)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    errors = produce(client_config(broker.sasl, "alice"), topic, n=3)
+    assert errors and all(e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors), errors
+    grant(broker, "User:alice", topic, group)
+    assert produce(client_config(broker.sasl, "alice"), topic, n=10) == []
+    got = consume(client_config(broker.sasl, "alice", **{"group.id": group}), topic, 10)
+    assert got == [f"v{i}".encode() for i in range(10)]
+    # another principal has no ACL: still denied
+    errors = produce(client_config(broker.sasl, "mallory"), topic, n=2)
+    assert errors and all(e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors), errors
+
+
+@pytest.mark.parametrize("token", [
+    pytest.param(lambda: unsecured_token(exp_in=-10), id="expired"),
+    pytest.param(lambda: "not-a-jwt", id="garbage"),
+    pytest.param(lambda: unsecured_token(sub=""), id="no-principal"),
+    pytest.param(lambda: unsecured_token(exp_in=3600, iat=int(time.time()) + 600), id="issued-in-the-future"),
+])
+def test_bad_unsecured_token_fails_with_kafkas_error(broker, token):
+    err = auth_error(client_config(broker.sasl, oauth_cb=token_cb(token)))
+    assert err is not None, "no authentication error reported"
+    assert '{"status":"invalid_token"}' in err.str(), err.str()
+
+
+def test_invalid_token_exchange_on_the_wire(broker):
+    with RawClient(broker.sasl) as c:
+        assert handshake(c, "OAUTHBEARER").error_code == 0
+        first = authenticate(c, first_message(unsecured_token(exp_in=-60)))
+        assert (first.error_code, first.auth_bytes) == (0, b'{"status":"invalid_token"}')
+        final = authenticate(c, b"\x01")
+        assert (final.error_code, final.error_message) == (58, '{"status":"invalid_token"}')
+        assert c.closed_by_peer()
+
+
+@pytest.mark.parametrize("message", [b"n,,\x01x=y\x01\x01", b"n,,\x01auth=Bearer\x01\x01", b"garbage"])
+def test_malformed_first_message_fails_at_once(broker, message):
+    with RawClient(broker.sasl) as c:
+        assert handshake(c, "OAUTHBEARER").error_code == 0
+        resp = authenticate(c, message)
+        assert resp.error_code == 58
+        assert resp.error_message == ("Authentication failed during authentication due to invalid credentials with "
+                                      "SASL mechanism OAUTHBEARER")
+        assert c.closed_by_peer()
+
+
+def test_a_scheme_other_than_bearer_closes_unanswered(broker):
+    """Kafka 4.3 fails building its "Invalid scheme" message (IllegalArgumentException) and closes."""
+    with RawClient(broker.sasl) as c:
+        assert handshake(c, "OAUTHBEARER").error_code == 0
+        c.send(SaslAuthenticateRequest(auth_bytes=b"n,,\x01auth=Basic abc\x01\x01"), 2)
+        assert c.closed_by_peer()
+
+
+def test_authzid_must_match_the_principal(broker):
+    with RawClient(broker.sasl) as c:
+        assert handshake(c, "OAUTHBEARER").error_code == 0
+        resp = authenticate(c, f"n,a=bob,\x01auth=Bearer {unsecured_token('alice')}\x01\x01".encode())
+        assert resp.error_code == 58
+        assert resp.error_message == ("Authentication failed: Client requested an authorization id (bob) that is "
+                                      "different from the token's principal name (alice)")
+
+
+def test_session_lifetime_is_the_tokens(broker):
+    with RawClient(broker.sasl) as c:
+        assert handshake(c, "OAUTHBEARER").error_code == 0
+        resp = authenticate(c, f"n,,\x01auth=Bearer {unsecured_token(exp_in=60)}\x01traceId=x1\x01\x01".encode())
+        assert resp.error_code == 0, resp
+        assert 50_000 < resp.session_lifetime_ms <= 60_000
+        assert len(metadata(c).brokers) == 1
+
+
+# -- the JWKS validator (KIP-768) -----------------------------------------------------------------------
+@pytest.mark.minikafka_only
+def test_signed_token_produces_and_consumes_with_acls(broker):
+    topic = new_topic(broker)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    grant(broker, "User:carol", topic, group)
+    conf = client_config(broker.jwks, oauth_cb=token_cb(lambda: signed_token(broker.key, "carol")))
+    assert produce(conf, topic, n=5) == []
+    assert consume({**conf, "group.id": group}, topic, 5) == [f"v{i}".encode() for i in range(5)]
+
+
+@pytest.mark.minikafka_only
+def test_unsecured_token_on_the_jwks_listener_is_refused(broker):
+    err = auth_error(client_config(broker.jwks, "alice"))
+    assert err is not None and '{"status":"invalid_token"}' in err.str()
+
+
+@pytest.mark.minikafka_only
+@pytest.mark.parametrize("claims", [
+    pytest.param({"aud": "someone-else"}, id="audience"),
+    pytest.param({"iss": "https://evil.example"}, id="issuer"),
+    pytest.param({"exp_in": -60}, id="expired-past-skew"),
+    pytest.param({"kid": "unknown-key"}, id="unknown-key-id"),
+    pytest.param({"signer": "other"}, id="signature"),
+])
+def test_wrong_signed_token_is_refused(broker, claims):
+    from joserfc.jwk import RSAKey
+    claims = dict(claims)
+    key = RSAKey.generate_key(2048, parameters={"kid": "test-key"}) if claims.pop("signer", None) else broker.key
+    err = auth_error(client_config(broker.jwks, oauth_cb=token_cb(lambda: signed_token(key, "carol", **claims))))
+    assert err is not None, "no authentication error reported"
+    assert '{"status":"invalid_token"}' in err.str(), err.str()
+
+
+@pytest.mark.minikafka_only
+def test_a_key_added_to_the_jwks_file_is_used(broker):
+    from joserfc.jwk import KeySet, RSAKey
+    new = RSAKey.generate_key(2048, parameters={"kid": "rotated", "use": "sig", "alg": "RS256"})
+    broker.jwks_path.write_text(json.dumps(KeySet([broker.key, new]).as_dict(private=False)))
+    with RawClient(broker.jwks) as c:
+        assert handshake(c, "OAUTHBEARER").error_code == 0
+        resp = authenticate(c, first_message(signed_token(new, "dave", kid="rotated", exp_in=30)))
+        assert resp.error_code == 0 and resp.auth_bytes == b"", resp
+        assert 20_000 < resp.session_lifetime_ms <= 30_000
+
+
+@pytest.mark.minikafka_only
+def test_reauthentication_follows_a_short_token_lifetime(broker):
+    """Tokens of 8 s: the session ends with the token (session_lifetime_ms), librdkafka fetches a new
+    token and re-authenticates (KIP-368), and a producer keeps writing across several lifetimes."""
+    topic = new_topic(broker)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    grant(broker, "User:erin", topic, group)
+    calls: list[float] = []
+    conf = client_config(broker.jwks, oauth_cb=token_cb(lambda: signed_token(broker.key, "erin", exp_in=8),
+                                                        calls=calls))
+    producer = Producer(conf)
+    errors: list = []
+    deadline = time.monotonic() + 20
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.produce(topic, f"v{sent}".encode(), on_delivery=lambda err, msg: err and errors.append(err))
+        sent += 1
+        producer.poll(0.25)
+    assert producer.flush(30) == 0 and not errors, errors
+    assert len(calls) >= 3, calls  # a new token about every 6.4 s (librdkafka refreshes at 80%)
+    assert consume({**conf, "group.id": group}, topic, sent) == [f"v{i}".encode() for i in range(sent)]
+    log = broker.mk.log_text(200000)
+    assert "SASL session expired" not in log
