@@ -83,6 +83,11 @@ class RegistryState:
         if not isinstance(schema_type, str) or not isinstance(text, str):
             raise TypeError(f"a SCHEMA value whose schemaType or schema is not a string: {v!r:.200}")
         stored = StoredSchema(schema_type, text, refs)
+        taken = self.ids.get(schema_id)
+        if taken is not None and taken != stored:  # as Confluent's reader: an id never names a second schema
+            log.warning("_schemas: skipping version %d of %r: its id %d already names another schema", version,
+                        subject, schema_id)
+            return
         self._remove_version(subject, version)
         self.subjects.setdefault(subject, {})[version] = Version(subject, version, schema_id, stored,
                                                                   bool(v.get("deleted", False)))

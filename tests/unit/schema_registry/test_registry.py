@@ -319,3 +319,17 @@ def test_avro_compatibility_work_is_bounded(reg: SchemaRegistry) -> None:
     narrower = dict(big, fields=[*fields[:-1], {"name": "y", "type": "int"}])
     assert "READER_FIELD_MISSING_DEFAULT_VALUE" in fails(409, reg.register, "r", {"schema": json.dumps(narrower)}).message
     assert time.monotonic() - started < 5.0
+
+
+def test_a_record_giving_a_taken_id_to_another_schema_is_skipped(reg: SchemaRegistry) -> None:
+    """As Confluent's reader: a SCHEMA record whose id already names a different schema (two writers on one
+    topic) is ignored, so an id a serializer wrote never resolves to another schema."""
+    assert run(reg.register("s", record("a"))) == {"id": 1}
+    other = json.loads(record("a", "b")["schema"])
+    reg.store.records.append((r.schema_key("t", 1), r.schema_value("t", 1, 1, "AVRO", json.dumps(other), [], False)))
+    reg.refresh()
+    fails(40401, reg.versions, "t")
+    assert reg.schema_by_id(1)["schema"] == reg.version("s", 1)["schema"]
+    assert run(reg.register("t", record("a", "b"))) == {"id": 2}
+    run(reg.delete_version("s", 1))  # the same schema rewritten under its id (soft delete) still applies
+    assert reg.versions("s", deleted=True) == [1] and reg.state.subjects["s"][1].deleted
