@@ -39,6 +39,7 @@ FORWARDABLE = frozenset({
     44,  # IncrementalAlterConfigs
     45,  # AlterPartitionReassignments
     46,  # ListPartitionReassignments
+    49,  # AlterClientQuotas
     51,  # AlterUserScramCredentials
     64,  # UnregisterBroker
 })
