@@ -350,9 +350,10 @@ class SchemaRegistry:
             live = [e for e in every if not e.deleted]
             if not every:
                 raise errors.subject_not_found(subject)
+            referenced = self.state.subject_referenced_by(subject)
             for entry in live if not permanent else every:
-                if self.state.referenced_by(subject, entry.version):
-                    raise errors.reference_exists(str(self.state.referenced_by(subject, entry.version)))
+                if referenced.get(entry.version):
+                    raise errors.reference_exists(str(referenced[entry.version]))
             if permanent:
                 if live:
                     raise errors.subject_not_soft_deleted(subject)

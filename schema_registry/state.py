@@ -179,12 +179,19 @@ class RegistryState:
 
     def referenced_by(self, subject: str, version: int) -> list[int]:
         """Ids of live schemas whose references name (subject, version)."""
-        out = set()
+        return self.subject_referenced_by(subject).get(version, [])
+
+    def subject_referenced_by(self, subject: str) -> dict[int, list[int]]:
+        """version -> ids of live schemas whose references name it, for each referenced version of `subject`:
+        one pass over every version, so a subject's delete is not versions x every version."""
+        out: dict[int, set[int]] = {}
         for versions in self.subjects.values():
             for entry in versions.values():
-                if not entry.deleted and any(s == subject and v == version for _n, s, v in entry.schema.references):
-                    out.add(entry.schema_id)
-        return sorted(out)
+                if not entry.deleted:
+                    for _n, s, v in entry.schema.references:
+                        if s == subject:
+                            out.setdefault(v, set()).add(entry.schema_id)
+        return {v: sorted(ids) for v, ids in out.items()}
 
 
 _HANDLERS = {
