@@ -4,6 +4,7 @@ supported features whose range starts at 0: older clients assumed a minimum of 1
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
@@ -32,12 +33,33 @@ def _features(ctx: RequestContext) -> dict:
             "finalized_features": finalized}
 
 
+SOFTWARE_TABLE_SIZE = 16384  # connections whose software name/version are remembered
+
+
+def note_client_software(state, peer: str, name: str, version: str) -> None:
+    """Kafka's ClientInformation: the software name and version an ApiVersions v3+ told, kept per connection
+    (bounded, oldest out first) for client metrics subscriptions' `client_software_*` match patterns (KIP-714)."""
+    table = getattr(state, "client_software", None)
+    if table is None:
+        table = OrderedDict()
+        try:
+            state.client_software = table
+        except AttributeError:
+            return
+    table[peer] = (name, version)
+    table.move_to_end(peer)
+    while len(table) > SOFTWARE_TABLE_SIZE:
+        table.popitem(last=False)
+
+
 @handles(ApiVersionsRequest, ApiVersionsResponse, 0, 4)
 async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     if ctx.api_version >= 3 and not (_SOFTWARE_NAME_VERSION.fullmatch(req.client_software_name)
                                      and _SOFTWARE_NAME_VERSION.fullmatch(req.client_software_version)):
         return ApiVersionsResponse(error_code=INVALID_REQUEST, api_keys=[], throttle_time_ms=0,
                                    supported_features=[], finalized_features_epoch=-1, finalized_features=[])
+    if ctx.api_version >= 3:  # KIP-714 subscriptions may match on them (client_software_name/_version)
+        note_client_software(ctx.broker, ctx.peer, req.client_software_name, req.client_software_version)
     config = getattr(ctx.broker, "config", None)
     controller = ctx.listener in getattr(config, "controller_listener_names", ())
     quorum = getattr(config, "quorum", None) is not None

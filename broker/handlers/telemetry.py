@@ -25,10 +25,17 @@ _SUPPORTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_MET
 _ZERO = "00000000-0000-0000-0000-000000000000"
 
 
+def _software(ctx: RequestContext) -> tuple[str, str] | None:
+    """The connection's client software name and version from its ApiVersions (v3+), if it sent them."""
+    table = getattr(ctx.broker, "client_software", None)
+    return table.get(ctx.peer) if table else None
+
+
 @handles(GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, 0, 0)
 async def handle_get_telemetry_subscriptions(ctx: RequestContext, req: GetTelemetrySubscriptionsRequest
                                              ) -> GetTelemetrySubscriptionsResponse:
-    code, inst = ctx.broker.client_telemetry.get_subscriptions(req.client_instance_id, ctx.client_id, ctx.peer)
+    code, inst = ctx.broker.client_telemetry.get_subscriptions(req.client_instance_id, ctx.client_id, ctx.peer,
+                                                               _software(ctx))
     if code != NONE or inst is None:  # Kafka's getErrorResponse: every other field at its default
         return GetTelemetrySubscriptionsResponse(throttle_time_ms=0, error_code=code, client_instance_id=_ZERO,
                                                  subscription_id=0, accepted_compression_types=[], push_interval_ms=0,
@@ -45,7 +52,7 @@ async def handle_push_telemetry(ctx: RequestContext, req: PushTelemetryRequest) 
     telemetry = ctx.broker.client_telemetry
     payload = bytes(req.metrics or b"")
     code, inst = telemetry.check_push(req.client_instance_id, ctx.client_id, ctx.peer, req.subscription_id,
-                                      bool(req.terminating), req.compression_type, len(payload))
+                                      bool(req.terminating), req.compression_type, len(payload), _software(ctx))
     if code == NONE and inst is not None and payload:
         code = await telemetry.export(inst, ctx.client_id, req.compression_type, payload)
     return PushTelemetryResponse(throttle_time_ms=0, error_code=code)

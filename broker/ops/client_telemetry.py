@@ -149,13 +149,14 @@ class ClientTelemetry:
                         sorted(metrics), interval)
 
     def _instance(self, instance_id: uuid.UUID, client_id: str | None, address: str | None,
-                  port: str | None) -> Instance:
+                  port: str | None, software: tuple[str, str] | None = None) -> Instance:
         now = self._now_ms()
         self._expire(now)
         inst = self.instances.get(instance_id)
         if inst is None:
             attributes = {"client_instance_id": kafka_uuid_text(instance_id), "client_id": client_id,
-                          "client_software_name": None, "client_software_version": None,
+                          "client_software_name": software[0] if software else None,
+                          "client_software_version": software[1] if software else None,
                           "client_source_address": address, "client_source_port": port}
             inst = self._evaluate(instance_id, attributes)
             self.instances[instance_id] = inst
@@ -176,13 +177,13 @@ class ClientTelemetry:
             self.instances.popitem(last=False)
 
     # -- the two APIs ---------------------------------------------------------------------------
-    def get_subscriptions(self, instance_id: uuid.UUID | None, client_id: str | None, peer: str
-                          ) -> tuple[int, Instance | None]:
+    def get_subscriptions(self, instance_id: uuid.UUID | None, client_id: str | None, peer: str,
+                          software: tuple[str, str] | None = None) -> tuple[int, Instance | None]:
         """(error code, the instance) for GetTelemetrySubscriptions; a zero/absent id gets a new one."""
         if instance_id is None or instance_id.int == 0:
             instance_id = new_instance_id(lambda u: u in self.instances)
         address, port = split_peer(peer)
-        inst = self._instance(instance_id, client_id, address, port)
+        inst = self._instance(instance_id, client_id, address, port, software)
         now = self._now_ms()
         if now - max(inst.last_get_ms, inst.last_push_ms) >= inst.interval_ms:
             inst.last_get_ms = now
@@ -192,12 +193,13 @@ class ClientTelemetry:
         return NONE, inst
 
     def check_push(self, instance_id: uuid.UUID | None, client_id: str | None, peer: str, subscription: int,
-                   terminating: bool, compression: int, size: int) -> tuple[int, Instance | None]:
+                   terminating: bool, compression: int, size: int,
+                   software: tuple[str, str] | None = None) -> tuple[int, Instance | None]:
         """Kafka's validatePushRequest: the error of a PushTelemetry (NONE: accepted; then `export`)."""
         if instance_id is None or instance_id in RESERVED_IDS:
             return INVALID_REQUEST, None
         address, port = split_peer(peer)
-        inst = self._instance(instance_id, client_id, address, port)
+        inst = self._instance(instance_id, client_id, address, port, software)
         now = self._now_ms()
         try:
             if inst.terminating:

@@ -147,6 +147,15 @@ def test_no_matching_subscription_is_the_empty_subscription(telemetry_broker):
     with RawClient(b.bootstrap, client_id="someone-else") as c:
         resp = get(c)
         assert resp.requested_metrics == ["*"] and resp.push_interval_ms == 1000
+    # the software name and version a connection's ApiVersions (v3+) told are matched too
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    subscribe(b.bootstrap, "by-software", metrics="org.apache.kafka.consumer.", interval_ms="2000",
+              match="client_software_name=acme-client,client_software_version=1\\..*")
+    with RawClient(b.bootstrap, client_id="unmatched") as c:
+        assert c.request(ApiVersionsRequest(client_software_name="acme-client", client_software_version="1.2.3"), 3,
+                         ApiVersionsResponse).error_code == 0
+        resp = get(c)
+        assert resp.requested_metrics == ["org.apache.kafka.consumer."] and resp.push_interval_ms == 2000
 
 
 def test_subscriptions_survive_restart(broker_factory):
@@ -161,7 +170,7 @@ def test_subscriptions_survive_restart(broker_factory):
 def test_java_client_pushes_its_metrics(telemetry_broker):
     b, port = telemetry_broker
     subscribe(b.bootstrap, "java-producers", metrics="org.apache.kafka.producer.", interval_ms="500",
-              match="client_id=java-telemetry")
+              match="client_id=java-telemetry,client_software_name=apache-kafka-java")
     lab.fetch()
     topic = f"telemetry-{uuid.uuid4().hex[:6]}"
     proc = subprocess.run([lab.java_bin(), "-Xmx256m", "-cp", str(lab.libs_dir() / "*"),
