@@ -136,6 +136,9 @@ class Broker:
         if self.state.cluster is None and self.config.get("delegation.token.secret.key"):
             from minikafka.broker.security.delegation_tokens import expiry_loop  # the expired tokens' sweep
             self._periodic.append(asyncio.create_task(expiry_loop(self.state.delegation_tokens)))
+        elif self.config.get("delegation.token.secret.key"):  # a cluster: the active controller sweeps
+            from minikafka.broker.handlers.delegation_tokens import cluster_expiry_loop
+            self._periodic.append(asyncio.create_task(cluster_expiry_loop(self.state)))
         self._periodic.append(asyncio.create_task(self._warm_up()))
 
     def _check_installation(self) -> None:

@@ -79,6 +79,7 @@ class MetadataImage:
         self.client_metrics_configs: dict[str, dict[str, str]] = {}
         self.acls: dict[str, r.AclRow] = {}  # ACL id -> binding
         self.scram: dict[str, dict[str, dict]] = {}  # user -> mechanism -> {salt, storedKey, serverKey, iterations}
+        self.delegation_tokens: dict[str, dict] = {}  # token id -> its DelegationToken record's fields
         # client quotas: entity (sorted (type, name) pairs, None = default) -> key -> value (ClientQuota records)
         self.client_quotas: dict[tuple, dict[str, float]] = {}
         # bumped by every ACL / SCRAM / BROKER or GROUP config record: followers re-read only when it moved
@@ -113,6 +114,7 @@ class MetadataImage:
         out.client_metrics_configs = {k: dict(v) for k, v in self.client_metrics_configs.items()}
         out.acls = dict(self.acls)
         out.scram = {u: dict(m) for u, m in self.scram.items()}
+        out.delegation_tokens = dict(self.delegation_tokens)
         out.client_quotas = {e: dict(v) for e, v in self.client_quotas.items()}
         out.security_version = self.security_version
         out.bootstrapped = self.bootstrapped
@@ -128,6 +130,7 @@ class MetadataImage:
             "offset": self.offset, "nextProducerId": self.next_producer_id, "brokerConfigs": self.broker_configs,
             "groupConfigs": self.group_configs, "clientMetricsConfigs": self.client_metrics_configs,
             "acls": {acl_id: list(row) for acl_id, row in self.acls.items()}, "scram": self.scram,
+            "delegationTokens": self.delegation_tokens,
             "clientQuotas": [[[list(p) for p in e], v] for e, v in self.client_quotas.items()],
             "securityVersion": self.security_version, "bootstrapped": self.bootstrapped,
             "brokers": [[b.id, b.epoch, b.incarnation_id, {k: list(v) for k, v in b.endpoints.items()}, b.rack,
@@ -146,6 +149,7 @@ class MetadataImage:
         out.client_metrics_configs = {k: dict(v) for k, v in data.get("clientMetricsConfigs", {}).items()}
         out.acls = {acl_id: tuple(row) for acl_id, row in data.get("acls", {}).items()}  # type: ignore[misc]
         out.scram = {u: {m: dict(c) for m, c in by_mech.items()} for u, by_mech in data.get("scram", {}).items()}
+        out.delegation_tokens = {t: dict(v) for t, v in data.get("delegationTokens", {}).items()}
         out.client_quotas = {tuple((t, n) for t, n in e): {k: float(x) for k, x in v.items()}
                              for e, v in data.get("clientQuotas", [])}
         # the count of security records applied: carried, so equal counts mean equal ACLs and credentials
@@ -306,6 +310,16 @@ class MetadataImage:
         self.security_version += 1
         return [], []
 
+    def _delegation_token(self, p: dict) -> tuple[list[Change], list[str]]:
+        self.delegation_tokens[p["tokenId"]] = {k: v for k, v in p.items() if k != "type"}
+        self.security_version += 1
+        return [], []
+
+    def _remove_delegation_token(self, p: dict) -> tuple[list[Change], list[str]]:
+        if self.delegation_tokens.pop(p["tokenId"], None) is not None:
+            self.security_version += 1
+        return [], []
+
     def _bootstrap_done(self, p: dict) -> tuple[list[Change], list[str]]:
         self.bootstrapped = True
         return [], []
@@ -326,6 +340,8 @@ _APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.BROKER_STATE: Met
           r.PRODUCER_IDS: MetadataImage._producer_ids, r.CONFIG: MetadataImage._config,
           r.ACCESS_CONTROL_ENTRY: MetadataImage._acl, r.REMOVE_ACCESS_CONTROL_ENTRY: MetadataImage._remove_acl,
           r.USER_SCRAM_CREDENTIAL: MetadataImage._scram, r.REMOVE_USER_SCRAM_CREDENTIAL: MetadataImage._remove_scram,
+          r.DELEGATION_TOKEN: MetadataImage._delegation_token,
+          r.REMOVE_DELEGATION_TOKEN: MetadataImage._remove_delegation_token,
           r.BOOTSTRAP_DONE: MetadataImage._bootstrap_done, r.CLIENT_QUOTA: MetadataImage._client_quota}
 
 

@@ -28,6 +28,8 @@ REMOVE_ACCESS_CONTROL_ENTRY = "RemoveAccessControlEntry"
 USER_SCRAM_CREDENTIAL = "UserScramCredential"
 REMOVE_USER_SCRAM_CREDENTIAL = "RemoveUserScramCredential"
 CLIENT_QUOTA = "ClientQuota"  # Kafka's ClientQuotaRecord: one key of one entity, set or removed
+DELEGATION_TOKEN = "DelegationToken"  # Kafka's DelegationTokenRecord: a token created, renewed or expired
+REMOVE_DELEGATION_TOKEN = "RemoveDelegationToken"
 BOOTSTRAP_DONE = "BootstrapDone"  # the formatted SCRAM credentials (`storage format --add-scram`) are in the log
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
@@ -119,6 +121,18 @@ def user_scram_credential(name: str, mechanism: str, salt: str, stored_key: str,
 
 def remove_user_scram_credential(name: str, mechanism: str) -> Record:
     return {"type": REMOVE_USER_SCRAM_CREDENTIAL, "name": name, "mechanism": mechanism}
+
+
+def delegation_token(token_id: str, owner: str, requester: str, renewers: list[str], issue_ms: int, max_ms: int,
+                     expiry_ms: int) -> Record:
+    """Principals as "Type:name"; never the HMAC (derived from the secret key, as Kafka)."""
+    return {"type": DELEGATION_TOKEN, "tokenId": token_id, "owner": owner, "requester": requester,
+            "renewers": list(renewers), "issueTimestamp": issue_ms, "maxTimestamp": max_ms,
+            "expirationTimestamp": expiry_ms}
+
+
+def remove_delegation_token(token_id: str) -> Record:
+    return {"type": REMOVE_DELEGATION_TOKEN, "tokenId": token_id}
 
 
 def bootstrap_done() -> Record:

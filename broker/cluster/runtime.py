@@ -42,7 +42,8 @@ HEARTBEAT_VERSION = 1
 SHUTDOWN_WAIT_S = 5.0
 NO_QUORUM_WAIT_S = 1.0
 SECURITY_RECORDS = frozenset({"AccessControlEntry", "RemoveAccessControlEntry", "UserScramCredential",
-                              "RemoveUserScramCredential", "Config", "ClientQuota"})
+                              "RemoveUserScramCredential", "Config", "ClientQuota", "DelegationToken",
+                              "RemoveDelegationToken"})
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}

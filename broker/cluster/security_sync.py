@@ -47,6 +47,8 @@ class SecuritySync:
         state.group_configs.follow(image.group_configs)
         state.client_metrics_configs.follow(image.client_metrics_configs)
         state.client_quotas.follow(image.client_quotas)
+        from minikafka.broker.security.delegation_tokens import TokenInfo  # tokens: their SCRAM logins too
+        state.delegation_tokens.follow(TokenInfo.from_record(d) for d in image.delegation_tokens.values())
 
 
 def attach(state: "BrokerState") -> None:

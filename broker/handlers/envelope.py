@@ -35,6 +35,9 @@ FORWARDABLE = frozenset({
     31,  # DeleteAcls
     33,  # AlterConfigs
     37,  # CreatePartitions
+    38,  # CreateDelegationToken
+    39,  # RenewDelegationToken
+    40,  # ExpireDelegationToken
     43,  # ElectLeaders
     44,  # IncrementalAlterConfigs
     45,  # AlterPartitionReassignments

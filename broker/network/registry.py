@@ -121,6 +121,9 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     31: ApiEntry("controller_security", 1, 3),  # DeleteAcls
     33: ApiEntry("controller", 0, 2),  # AlterConfigs (topic overrides forwarded by brokers)
     37: ApiEntry("controller", 0, 3),  # CreatePartitions
+    38: ApiEntry("delegation_tokens", 1, 3),  # CreateDelegationToken (forwarded by brokers: DelegationToken records)
+    39: ApiEntry("delegation_tokens", 1, 2),  # RenewDelegationToken
+    40: ApiEntry("delegation_tokens", 1, 2),  # ExpireDelegationToken
     43: ApiEntry("controller", 0, 2),  # ElectLeaders
     44: ApiEntry("controller_security", 0, 1),  # IncrementalAlterConfigs (BROKER configs forwarded by brokers)
     45: ApiEntry("reassignments", 0, 1),  # AlterPartitionReassignments (KIP-455)

@@ -98,6 +98,12 @@ class TokenInfo:
                 "issue_ms": self.issue_ms, "max_ms": self.max_ms, "expiry_ms": self.expiry_ms}
 
     @classmethod
+    def from_record(cls, rec: dict) -> "TokenInfo":
+        """From a DelegationToken metadata record's fields (metadata/records.py)."""
+        return cls(str(rec["tokenId"]), str(rec["owner"]), str(rec["requester"]), tuple(rec["renewers"]),
+                   int(rec["issueTimestamp"]), int(rec["maxTimestamp"]), int(rec["expirationTimestamp"]))
+
+    @classmethod
     def from_json(cls, token_id: str, doc: dict) -> "TokenInfo":
         return cls(token_id, str(doc["owner"]), str(doc["requester"]), tuple(str(r) for r in doc["renewers"]),
                    int(doc["issue_ms"]), int(doc["max_ms"]), int(doc["expiry_ms"]))

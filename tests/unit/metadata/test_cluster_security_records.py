@@ -8,6 +8,7 @@ import random
 from minikafka.metadata import records as r
 from minikafka.metadata.controller import Controller
 from minikafka.metadata.image import MetadataImage
+from minikafka.broker.security.delegation_tokens import DelegationTokenStore, TokenInfo, TokenSettings
 
 READ_ALLOW = (2, "orders", 3, "User:alice", "*", 3, 3)  # TOPIC orders LITERAL, READ ALLOW
 WRITE_DENY = (2, "orders", 3, "User:bob", "*", 4, 2)
@@ -102,12 +103,18 @@ def test_node_stores_follow_the_image(tmp_path):
         def follow(self, default, broker):
             self.layers = (dict(default), dict(broker))
 
+    class Follower:  # stores this test does not look at
+        def follow(self, *args) -> None:
+            pass
+
     class State:
         node_id = 2
         authorizer = Auth()
         scram_credentials = ScramCredentialStore(tmp_path)
         dynamic_config = Dyn()
         group_configs = GroupConfigStore(BrokerConfig({"log.dirs": str(tmp_path)}), tmp_path)
+        delegation_tokens = DelegationTokenStore(None, TokenSettings("secret"))
+        client_metrics_configs = client_quotas = Follower()
 
     state = State()
     assert not state.authorizer.store.loaded
@@ -125,10 +132,27 @@ def test_node_stores_follow_the_image(tmp_path):
     assert state.authorizer.store.current.acls == frozenset({AclBinding(*READ_ALLOW)})
     assert state.scram_credentials.get("alice", "SCRAM-SHA-256") == cred
     assert state.dynamic_config.layers == ({"log.retention.ms": "60000"}, {"message.max.bytes": "2000000"})
+    c._emit(r.delegation_token("tok", "User:alice", "User:alice", ["User:bob"], 1, 3, 2))
+    sync(log.replay(), [], [])
+    assert state.delegation_tokens.get("tok") == TokenInfo("tok", "User:alice", "User:alice", ("User:bob",), 1, 3, 2)
+    assert state.delegation_tokens.scram_lookup("tok", "SCRAM-SHA-512")[1:] == ("alice", 2)
     c.delete_acls([lambda row: True])
+    c._emit(r.remove_delegation_token("tok"))
     sync(log.replay(), [], [])
     assert state.authorizer.store.current.acls == frozenset()
+    assert state.delegation_tokens.get("tok") is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_delegation_token_records_in_the_image_and_its_snapshot():
+    c, log = controller()
+    c._emit(r.delegation_token("tok", "User:alice", "User:carol", [], 1, 3, 2))
+    image = log.replay()
+    assert image.delegation_tokens["tok"]["requester"] == "User:carol"
+    assert MetadataImage.from_json(image.to_json()).delegation_tokens == image.delegation_tokens
+    assert image.copy().delegation_tokens == image.delegation_tokens
+    c._emit(r.remove_delegation_token("tok"))
+    assert log.replay().delegation_tokens == {}
 
 
 def test_bootstrap_credentials_go_into_the_log_once():

@@ -142,6 +142,9 @@ def test_security_sync_feeds_group_configs(tmp_path):
             self.scram_credentials = Stub()
             self.dynamic_config = Stub()
             self.group_configs = Stub()
+            self.delegation_tokens = Stub()
+            self.client_metrics_configs = Stub()
+            self.client_quotas = Stub()
 
     state = State()
     c, log = controller()
