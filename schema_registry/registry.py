@@ -103,19 +103,28 @@ class SchemaRegistry:
 
     # ================================================================ schemas: parsing and references
 
-    def _reference_texts(self, refs: tuple[tuple[str, str, int], ...], seen: set | None = None) -> list[str]:
-        """The referenced schemas' texts, dependencies first, each once."""
-        seen = set() if seen is None else seen
+    def _reference_texts(self, refs: tuple[tuple[str, str, int], ...]) -> list[str]:
+        """The referenced schemas' texts, dependencies first, each once (depth first with a stack of its own:
+        a chain of references as long as a client registered never meets the interpreter's recursion limit)."""
+        seen: set[tuple[str, int]] = set()
         out: list[str] = []
-        for name, subject, version in refs:
+        stack: list[tuple[Any, str | None]] = [(iter(refs), None)]  # (references left, text once they are out)
+        while stack:
+            left, text = stack[-1]
+            ref = next(left, None)
+            if ref is None:
+                stack.pop()
+                if text is not None:
+                    out.append(text)
+                continue
+            name, subject, version = ref
             if (subject, version) in seen:
                 continue
             seen.add((subject, version))
             entry = self.state.subjects.get(subject, {}).get(version)
             if entry is None:
                 raise errors.invalid_schema(f"reference {subject} version {version} not found")
-            out += self._reference_texts(entry.schema.references, seen)
-            out.append(ReferenceText(entry.schema.schema, name))
+            stack.append((iter(entry.schema.references), ReferenceText(entry.schema.schema, name)))
         return out
 
     def _resolve_references(self, raw: object) -> tuple[tuple[str, str, int], ...]:

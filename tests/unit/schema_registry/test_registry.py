@@ -354,3 +354,21 @@ def test_deleting_a_subject_of_many_versions_is_one_pass(reg: SchemaRegistry) ->
     started = time.monotonic()
     assert run(reg.delete_subject("big")) == list(range(1, 20_001))
     assert time.monotonic() - started < 30.0
+
+
+def test_a_long_chain_of_references_is_resolved_not_a_recursion_error(reg: SchemaRegistry) -> None:
+    """Each version referencing the one before, 5000 deep (a client can register that many): the referenced
+    texts come out dependencies first, not a 500 from the interpreter's recursion limit."""
+    from minikafka.schema_registry.state import StoredSchema, Version
+    depth = 5000
+    for i in range(1, depth + 1):
+        refs = (((f"T{i - 1}", f"c{i - 1}", 1),) if i > 1 else ())
+        text = json.dumps({"type": "fixed", "name": f"T{i}", "size": 1})
+        reg.state.subjects[f"c{i}"] = {1: Version(f"c{i}", 1, i, StoredSchema("AVRO", text, refs))}
+    reg.state.max_id = depth
+    texts = reg._reference_texts(((f"T{depth}", f"c{depth}", 1),))
+    assert [json.loads(t)["name"] for t in texts] == [f"T{i}" for i in range(1, depth + 1)]
+    assert texts[-1].name == f"T{depth}"
+    body = {"schema": json.dumps({"type": "record", "name": "Top", "fields": [{"name": "a", "type": f"T{depth}"}]}),
+            "references": [{"name": f"T{depth}", "subject": f"c{depth}", "version": 1}]}
+    assert run(reg.register("top", body)) == {"id": depth + 1}
