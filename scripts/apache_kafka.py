@@ -402,6 +402,7 @@ class KafkaBroker:
         self.extra_listeners: dict[str, str] = {}
         self.listener_ports: dict[str, int] = {}
         self.format_args: list[str] = []  # extra `kafka-storage format` args, e.g. ["--add-scram", "..."]
+        self.jvm_opts: list[str] = []  # extra JVM options of the broker, e.g. ["-Dorg.apache.kafka...=..."]
         self._log_fh = None
         # PDEATHSIG: the JVM gets SIGTERM when the *thread* that spawned it ends; nodes restarted from a
         # worker thread (KafkaCluster under a nemesis) turn it off and are stopped by their owner instead
@@ -514,7 +515,8 @@ class KafkaBroker:
                 raise RuntimeError(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
         self._log_fh = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [java, f"-Xmx{self.heap}", *SERVER_JVM_OPTS[1:], *common, "kafka.Kafka", str(self.config_path)],
+            [java, f"-Xmx{self.heap}", *SERVER_JVM_OPTS[1:], *self.jvm_opts, *common, "kafka.Kafka",
+             str(self.config_path)],
             stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             cwd=self.work_dir, start_new_session=True,
             preexec_fn=_die_with_parent if self.die_with_parent and sys.platform.startswith("linux") else None)
