@@ -16,7 +16,8 @@ from minikafka.broker.network.registry import advertised_versions
 #   librdkafka, which refuses a broker without them, and answers them UNSUPPORTED_VERSION).
 # - InitProducerId: the schema says 0-6 with the last version unstable; the broker advertises 0-5.
 # - GetTelemetrySubscriptions (71) / PushTelemetry (72) are advertised only with a client-telemetry
-#   receiver (a metrics reporter plugin) configured, so a stock broker leaves them out.
+#   receiver (a metrics reporter plugin) configured, so a stock broker leaves them out. minikafka has one
+#   built in (pushed metrics on /metrics) and advertises both at Kafka's versions (v0).
 # api key -> (name, min version, max version)
 KAFKA_4_3_1_BROKER_APIS: dict[int, tuple[str, int, int]] = {
     0: ("Produce", 0, 13),
@@ -104,7 +105,6 @@ HIGHER_MIN_ALLOWED: dict[int, str] = {
 # API key -> why minikafka's broker listener does not serve it at Kafka's version yet (issue 31).
 OPEN_IN_ISSUE_31: dict[int, str] = {
     34: "AlterReplicaLogDirs: JBOD (several log.dirs) is not supported",
-    74: "ListConfigResources (issue 31 item 5)",
     80: "AddRaftVoter (issue 31 item 4)",
     81: "RemoveRaftVoter (issue 31 item 4)",
 }
