@@ -144,3 +144,92 @@ def test_jwks_file_reloaded_when_it_changes(jwks):
     token = signed(new, {"sub": "bob", "iat": NOW, "exp": NOW + 60}, kid="k2")
     asyncio.run(v.prepare(token))
     assert v.validate(token, NOW * 1000).principal == "bob" and source.fetches == 2
+
+
+class _JwksServer:
+    """A loopback HTTP JWKS endpoint that counts its fetches and answers after `delay` seconds."""
+
+    def __init__(self, body: dict, delay: float = 0.0) -> None:
+        import http.server
+        import threading
+        outer = self
+        self.body, self.delay, self.fetches = body, delay, 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                outer.fetches += 1
+                time.sleep(outer.delay)
+                data = json.dumps(outer.body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks.json"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_jwks_over_http_fetched_off_the_event_loop_cached_and_refreshed_for_a_new_key():
+    key = RSAKey.generate_key(2048, parameters={"kid": "k1", "use": "sig"})
+    server = _JwksServer(KeySet([key]).as_dict(private=False), delay=0.5)
+    clock = [1000.0]
+    source = JwksSource(server.url, refresh_ms=3600_000, missing_kid_backoff_ms=10_000, wall=lambda: clock[0])
+    v = JwksValidator(source)
+    token = signed(key, {"sub": "alice", "iat": NOW, "exp": NOW + 60})
+
+    async def run():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+        task = asyncio.create_task(ticker())
+        # ten logins at once: one fetch, the loop keeps running while it is under way
+        await asyncio.gather(*(v.prepare(token) for _ in range(10)))
+        task.cancel()
+        return ticks
+    try:
+        assert asyncio.run(run()) >= 20  # ~0.5 s of fetch; the event loop was never blocked
+        assert server.fetches == 1 and v.validate(token, NOW * 1000).principal == "alice"
+        asyncio.run(v.prepare(token))
+        assert server.fetches == 1  # cached
+        # the provider rotates its key: an unknown kid refetches, at most once per back-off
+        new = RSAKey.generate_key(2048, parameters={"kid": "k2", "use": "sig"})
+        server.body = KeySet([key, new]).as_dict(private=False)
+        rotated = signed(new, {"sub": "bob", "iat": NOW, "exp": NOW + 60}, kid="k2")
+        asyncio.run(v.prepare(rotated))
+        assert server.fetches == 1  # fetched less than the back-off ago
+        clock[0] += 11
+        asyncio.run(v.prepare(rotated))
+        assert server.fetches == 2 and v.validate(rotated, NOW * 1000).principal == "bob"
+        asyncio.run(v.prepare(signed(new, {}, kid="k3")))
+        assert server.fetches == 2  # an unknown kid does not refetch within the back-off
+        clock[0] += 3600
+        asyncio.run(v.prepare(rotated))
+        assert server.fetches == 3  # sasl.oauthbearer.jwks.endpoint.refresh.ms
+    finally:
+        server.close()
+
+
+def test_jwks_endpoint_down_keeps_the_cached_keys():
+    key = RSAKey.generate_key(2048, parameters={"kid": "k1", "use": "sig"})
+    server = _JwksServer(KeySet([key]).as_dict(private=False))
+    clock = [1000.0]
+    source = JwksSource(server.url, refresh_ms=1000, missing_kid_backoff_ms=10_000, wall=lambda: clock[0])
+    v = JwksValidator(source)
+    token = signed(key, {"sub": "alice", "iat": NOW, "exp": NOW + 60})
+    asyncio.run(v.prepare(token))
+    server.close()
+    clock[0] += 5
+    asyncio.run(v.prepare(token))  # the refresh fails: logged, the old keys stay
+    assert v.validate(token, NOW * 1000).principal == "alice"
