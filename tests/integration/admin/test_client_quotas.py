@@ -27,8 +27,25 @@ def alter(client: RawClient, entries: list[tuple[dict, dict]], validate_only: bo
               ops=[Op(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops.items()])
         for entity, ops in entries], validate_only=validate_only)
     resp = client.request(req, version, AlterClientQuotasResponse)
-    return {tuple(sorted((e.entity_type, e.entity_name) for e in x.entity)): (x.error_code, x.error_message)
-            for x in resp.entries}
+    out = {tuple(sorted((e.entity_type, e.entity_name) for e in x.entity)): (x.error_code, x.error_message)
+           for x in resp.entries}
+    if not validate_only:  # Kafka's brokers apply the committed records a moment after the answer
+        for entity, ops in entries:
+            if out.get(key(entity), (1,))[0] == 0:
+                _settle(client, entity, ops)
+    return out
+
+
+def _settle(client: RawClient, entity: dict, ops: dict, timeout: float = 10.0) -> None:
+    import time
+    components = [(t, EXACT, n) if n is not None else (t, DEFAULT, None) for t, n in entity.items()]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = describe(client, components, strict=True)
+        values = got.get(key(entity), {}) if isinstance(got, dict) else {}
+        if all(values.get(k) == (None if v is None else float(v)) for k, v in ops.items()):
+            return
+        time.sleep(0.05)
 
 
 def describe(client: RawClient, components: list[tuple[str, int, str | None]], strict: bool = False,

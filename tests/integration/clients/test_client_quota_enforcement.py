@@ -125,3 +125,21 @@ def test_controller_mutation_rate(broker_factory):
         assert time.monotonic() - started >= resp.throttle_time_ms / 1000 * 0.8
     with RawClient(b.bootstrap, client_id="other") as cl:  # no quota for another client id
         assert _create(cl, [f"m5-{tag}"], 20, 7).topics[0].error_code == 0
+
+
+def test_the_documented_example_runs(broker_factory):
+    """docs/quotas.md's example (examples/client_quotas.py) against a broker: throttled, then unthrottled."""
+    import subprocess
+    import sys as _sys
+
+    from tests.conftest import ROOT
+    b = broker_factory(QUOTA_CONFIG)
+    proc = subprocess.run([_sys.executable, str(ROOT / "examples" / "client_quotas.py"), b.bootstrap],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "quotas of 'slow': {'producer_byte_rate': 1048576.0}" in out, out
+    assert "after removal: {}" in out, out
+    slow = float(out.split("client id 'slow': ")[1].split(" MB/s")[0])
+    throttled = int(out.split("client id 'slow': ")[1].split(", ")[1].split(" throttled")[0])
+    assert slow < 2.1 and throttled > 0, out
