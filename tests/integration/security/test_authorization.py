@@ -303,6 +303,19 @@ def incremental_alter_group(c: RawClient, r: Res) -> int:
     return _incremental(c, 32, r.group, "consumer.session.timeout.ms", "50000")
 
 
+def describe_client_metrics_configs(c: RawClient, r: Res) -> int:
+    return _describe_configs(c, 16, f"sub-{r.group}")
+
+
+def incremental_alter_client_metrics(c: RawClient, r: Res) -> int:
+    return _incremental(c, 16, f"sub-{r.group}", "interval.ms", "1000")
+
+
+def list_config_resources(c: RawClient, r: Res) -> int:
+    from kafka.protocol.admin.configs import ListConfigResourcesRequest, ListConfigResourcesResponse
+    return c.request(ListConfigResourcesRequest(resource_types=[]), 1, ListConfigResourcesResponse).error_code
+
+
 def incremental_alter_broker(c: RawClient, r: Res) -> int:
     return _incremental(c, 4, "", "log.cleaner.backoff.ms", "20000")
 
@@ -579,6 +592,12 @@ CASES = [
     Case("IncrementalAlterConfigs(broker)", incremental_alter_broker,
          [(C, "cluster", A.ALTER_CONFIGS, CLUSTER_DENIED)], NOT_AUTH, None),
     Case("AlterConfigs(topic)", alter_topic_configs, [(T, "topic", A.ALTER_CONFIGS, TOPIC_DENIED)]),
+    Case("DescribeConfigs(client metrics)", describe_client_metrics_configs,
+         [(C, "cluster", A.DESCRIBE_CONFIGS, CLUSTER_DENIED)], 0, None),
+    Case("IncrementalAlterConfigs(client metrics)", incremental_alter_client_metrics,
+         [(C, "cluster", A.ALTER_CONFIGS, CLUSTER_DENIED)], 0, None),
+    Case("ListConfigResources", list_config_resources, [(C, "cluster", A.DESCRIBE_CONFIGS, CLUSTER_DENIED)], 0,
+         None),
     Case("DescribeCluster(authorized operations)", describe_cluster_ops,
          [(C, "cluster", A.DESCRIBE, CLUSTER_DENIED)], 0, None),
     Case("DescribeProducers", describe_producers, [(T, "topic", A.READ, TOPIC_DENIED)]),
