@@ -33,6 +33,9 @@ from google.protobuf.message import DecodeError
 from minikafka.schema_registry import errors, protobuf_compat, protobuf_printer
 
 MAIN_NAME = "default"  # the file name of the schema itself, as Confluent names it
+# protoc (and the generated module read back) run on the event loop and grow faster than the text (a 1 MB file
+# of 20 000 messages took most of a minute): a schema with its references past this many characters is 42201
+MAX_SOURCE_CHARS = 128 * 1024
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 _HAS_SYNTAX = re.compile(r"(?:\s|//[^\n]*\n|/\*.*?\*/)*(?:syntax|edition)\s*=", re.S)
 _IMPORT = re.compile(r'\bimport\s+(?:public\s+|weak\s+)?"([^"]+)"')
@@ -172,6 +175,10 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
             raise errors.invalid_schema(f"{text[:1000]}, details: the reference name {MAIN_NAME!r} is the "
                                         "schema's own")
         refs[name] = str(ref)
+    size = len(text) + sum(len(ref) for ref in refs.values())
+    if size > MAX_SOURCE_CHARS:
+        raise errors.invalid_schema(f"{text[:1000]}, details: a Protobuf schema with its references is limited "
+                                    f"to {MAX_SOURCE_CHARS} characters here (this one has {size})")
     source = text
     if _BASE64.fullmatch(text):
         given = _from_descriptor(text, refs)

@@ -419,3 +419,22 @@ def test_registry_references_by_name() -> None:
     assert body["references"] == main["references"]
     file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(body["schema"]))
     assert list(file.dependency) == ["c/money.proto"]
+
+
+def test_a_protobuf_schema_past_the_size_bound_is_42201_before_protoc_runs() -> None:
+    """protoc runs on the event loop and grows faster than the text (20 000 messages: most of a minute): a
+    schema (with its references) past MAX_SOURCE_CHARS is refused at once; one under it compiles."""
+    import time
+    messages = 'syntax = "proto3";\n' + "".join(f"message M{i} {{ int32 a = 1; }}\n" for i in range(20_000))
+    assert len(messages) > protobuf_schema.MAX_SOURCE_CHARS
+    started = time.monotonic()
+    with pytest.raises(RegistryError) as info:
+        protobuf_schema.parse(messages)
+    assert info.value.error_code == 42201 and "limited" in info.value.message
+    assert time.monotonic() - started < 5.0
+    with pytest.raises(RegistryError) as info:
+        protobuf_schema.parse('syntax = "proto3";\nimport "big.proto";\nmessage A { M0 m = 1; }\n',
+                              [ReferenceText(messages.replace('syntax = "proto3";\n', ""), "big.proto")])
+    assert info.value.error_code == 42201 and "limited" in info.value.message
+    under = 'syntax = "proto3";\n' + "".join(f"message M{i} {{ int32 a = 1; }}\n" for i in range(200))
+    assert "message M199" in protobuf_schema.parse(under).text
