@@ -343,3 +343,50 @@ def test_reauthentication_follows_a_short_token_lifetime(broker):
     assert consume({**conf, "group.id": group}, topic, sent) == [f"v{i}".encode() for i in range(sent)]
     if broker.mk is not None:
         assert "SASL session expired" not in broker.mk.log_text(200000)
+
+
+# -- the Java client (Kafka's own login modules) ---------------------------------------------------------
+def _java_produce(broker: OAuthBroker, bootstrap: str, topic: str, props_text: str, tmp_path, env=None):
+    sys.path.insert(0, str(ROOT))
+    from scripts import apache_kafka as lab
+    props = tmp_path / f"client-{uuid.uuid4().hex[:6]}.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n" + props_text)
+    return lab.run_tool("kafka-console-producer", ["--bootstrap-server", bootstrap, "--topic", topic,
+                                                   "--command-config", str(props),
+                                                   "--producer-property", "max.block.ms=15000"],
+                        input="j-0\nj-1\nj-2\n", timeout=120, env=env)
+
+
+def _consume_plain(broker: OAuthBroker, topic: str, n: int) -> list[bytes]:
+    return consume({"bootstrap.servers": broker.plain, "group.id": f"g-{uuid.uuid4().hex[:6]}"}, topic, n)
+
+
+def test_java_client_unsecured_login_module(broker, tmp_path):
+    topic = new_topic(broker)
+    jaas = ("sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="frank";\n')
+    denied = _java_produce(broker, broker.sasl, topic, jaas, tmp_path)
+    assert "TopicAuthorizationException" in denied.stdout + denied.stderr or \
+        "Not authorized to access topics" in denied.stdout + denied.stderr, denied.stdout + denied.stderr
+    grant(broker, "User:frank", topic, "unused")
+    done = _java_produce(broker, broker.sasl, topic, jaas, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _consume_plain(broker, topic, 3) == [b"j-0", b"j-1", b"j-2"]
+
+
+def test_java_client_signed_token_from_a_file(broker, tmp_path):
+    """Kafka's OAuthBearerLoginCallbackHandler reading a signed JWT from a file (Kafka 4.x
+    sasl.oauthbearer.token.endpoint.url=file:...), on the JWKS listener."""
+    topic = new_topic(broker)
+    grant(broker, "User:grace", topic, "unused")
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text(signed_token(broker.key, "grace"))
+    text = ("sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n"
+            "sasl.login.callback.handler.class="
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n"
+            f"sasl.oauthbearer.token.endpoint.url={token_file.as_uri()}\n")
+    env = {"JAVA_TOOL_OPTIONS": f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={token_file.as_uri()} "
+                                f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.files={token_file}"}
+    done = _java_produce(broker, broker.jwks, topic, text, tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _consume_plain(broker, topic, 3) == [b"j-0", b"j-1", b"j-2"]
