@@ -56,6 +56,8 @@ def parse(text: str, references: list[str] = (), normalize: bool = False) -> Par
             raise errors.invalid_schema(f"{source[:1000]}, details: {what}: {exc.message}") from None
         except RecursionError:
             raise errors.invalid_schema(f"{source[:1000]}, details: {what}: nested too deeply") from None
+        except Exception as exc:  # noqa: BLE001 - e.g. a "$schema" that is not a string: jsonschema's own crash
+            raise errors.invalid_schema(f"{source[:1000]}, details: {what}: {type(exc).__name__}: {exc}") from None
         docs.append(doc)
     schema = docs[-1]
     names = [getattr(r, "name", None) for r in references]  # registry.ReferenceText carries the name

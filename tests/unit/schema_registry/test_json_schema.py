@@ -89,3 +89,10 @@ def test_json_subjects() -> None:
     run(reg.set_config("c-value", {"compatibility": "BACKWARD"}))
     run(reg.register("c-value", body(closed)))
     assert run(reg.register("c-value", body({**PERSON2, "additionalProperties": False})))["id"] == 7
+
+
+@pytest.mark.parametrize("meta", [5, ["x"], {"a": 1}, True])
+def test_a_schema_whose_meta_schema_is_not_a_string_is_42201_not_a_500(meta: object) -> None:
+    with pytest.raises(RegistryError) as info:
+        json_schema.parse(json.dumps({"$schema": meta, "type": "string"}))
+    assert info.value.error_code == 42201
