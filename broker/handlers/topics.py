@@ -48,7 +48,7 @@ CreatePartitionsResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 INVALID_REQUEST = ke.InvalidRequestError.errno
 POLICY_VIOLATION = ke.PolicyViolationError.errno
 THROTTLED = ke.ThrottlingQuotaExceededError.errno
-THROTTLED_MESSAGE = "The throttling quota has been exceeded."
+THROTTLED_MESSAGE = None  # Kafka answers THROTTLING_QUOTA_EXCEEDED without a message
 
 
 def _mutation_quota(ctx: RequestContext, strict_from: int):

@@ -4,15 +4,19 @@ default, any; strict), validation errors with Kafka's messages, validate_only, r
 are unique per test, and every quota set is removed again."""
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
+from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+                                  CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse)
 from kafka.protocol.admin.client_quotas import (AlterClientQuotasRequest, AlterClientQuotasResponse,
                                                 DescribeClientQuotasRequest, DescribeClientQuotasResponse)
 
 from tests.support.helpers import RawClient
 
 INVALID_REQUEST, UNSUPPORTED_VERSION = 42, 35
+ZERO_UUID = uuid.UUID(int=0)
 Entry = AlterClientQuotasRequest.EntryData
 Entity = Entry.EntityData
 Op = Entry.OpData
@@ -176,3 +180,48 @@ def test_one_bad_entity_leaves_the_others(broker, names):
 def test_describe_filter_errors(broker, components, code, message):
     with RawClient(broker.bootstrap) as cl:
         assert describe(cl, components) == (code, message, None)
+
+
+def _create(cl: RawClient, names: list[str], partitions: int, version: int):
+    T = CreateTopicsRequest.CreatableTopic
+    req = CreateTopicsRequest(topics=[T(name=n, num_partitions=partitions, replication_factor=1, assignments=[],
+                                        configs=[]) for n in names], timeout_ms=10000, validate_only=False)
+    return cl.request(req, version, CreateTopicsResponse)
+
+
+def test_controller_mutation_rate(broker):
+    """KIP-599: a token bucket of rate x 11 windows x 1 s partitions; strict from CreateTopics v6."""
+    tag = uuid.uuid4().hex[:6]
+    admin_id = f"admin-q-{tag}"
+    b = broker
+    with RawClient(b.bootstrap, client_id=admin_id) as cl:
+        assert alter(cl, [({"client-id": admin_id}, {"controller_mutation_rate": 1})]) == {
+            key({"client-id": admin_id}): (0, None)}
+        # 11 tokens (1/s x 11 windows of 1 s): the first topic may take the bucket below zero, the next is refused
+        resp = _create(cl, [f"m1-{tag}", f"m2-{tag}"], 15, 6)
+        codes = {t.name: (t.error_code, t.error_message) for t in resp.topics}
+        assert codes[f"m1-{tag}"] == (0, None)
+        assert codes[f"m2-{tag}"] == (89, None)
+        assert 3000 <= resp.throttle_time_ms <= 5000
+    with RawClient(b.bootstrap, client_id=admin_id) as cl:  # strict too: CreatePartitions v3, DeleteTopics v5
+        P = CreatePartitionsRequest.CreatePartitionsTopic
+        resp = cl.request(CreatePartitionsRequest(topics=[P(name=f"m1-{tag}", count=20, assignments=None)],
+                                                  timeout_ms=10000, validate_only=False), 3, CreatePartitionsResponse)
+        assert [(r.error_code, r.error_message) for r in resp.results] == [(89, None)] and resp.throttle_time_ms > 0
+    with RawClient(b.bootstrap, client_id=admin_id) as cl:
+        resp = cl.request(DeleteTopicsRequest(topic_names=[f"m1-{tag}"], timeout_ms=10000), 5, DeleteTopicsResponse)
+        assert [(r.error_code, r.error_message) for r in resp.responses] == [(89, None)] and resp.throttle_time_ms > 0
+    with RawClient(b.bootstrap, client_id=admin_id) as cl:
+        started = time.monotonic()
+        # an old version (< 6) is not refused, only throttled
+        resp = _create(cl, [f"m3-{tag}"], 1, 5)
+        assert resp.topics[0].error_code == 0 and resp.throttle_time_ms > 0
+        # the connection is muted for the throttle time: the next answer comes after it
+        _create(cl, [f"m4-{tag}"], 1, 5)
+        assert time.monotonic() - started >= resp.throttle_time_ms / 1000 * 0.8
+    with RawClient(b.bootstrap, client_id=f"other-{tag}") as cl:  # no quota for another client id
+        assert _create(cl, [f"m5-{tag}"], 20, 7).topics[0].error_code == 0
+        alter(cl, [({"client-id": admin_id}, {"controller_mutation_rate": None})])
+        D = DeleteTopicsRequest.DeleteTopicState
+        cl.request(DeleteTopicsRequest(topics=[D(name=f"m{i}-{tag}", topic_id=ZERO_UUID) for i in (1, 3, 4, 5)],
+                                       timeout_ms=10000), 6, DeleteTopicsResponse)

@@ -1,7 +1,7 @@
 """Client quotas enforced (broker/quota/): a confluent-kafka producer under a 1 MB/s producer_byte_rate
 is held near 1 MB/s while another client id on the same broker is not, the throttle shows on
 /metrics, quotas survive a restart, and controller_mutation_rate refuses CreateTopics past its
-token bucket with THROTTLING_QUOTA_EXCEEDED (v6+) or only throttles older versions.
+token bucket (tests/integration/admin/test_client_quotas.py, on both brokers).
 
 The broker runs with quota.window.num=3 (x 1 s windows) so that the first burst Kafka's sampled rate
 allows (the window counts as at least num-1 windows: ~10 MB at 1 MB/s with the default 11) stays
@@ -14,7 +14,6 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from tests.integration.admin.test_client_quotas import EXACT, alter, describe, key
 from tests.integration.robustness.test_metrics_http import scrape, value
@@ -94,37 +93,6 @@ def test_quotas_survive_restart(broker_factory):
     b.start()
     with RawClient(b.bootstrap) as cl:
         assert describe(cl, []) == before
-
-
-def _create(cl: RawClient, names: list[str], partitions: int, version: int):
-    T = CreateTopicsRequest.CreatableTopic
-    req = CreateTopicsRequest(topics=[T(name=n, num_partitions=partitions, replication_factor=1, assignments=[],
-                                        configs=[]) for n in names], timeout_ms=10000, validate_only=False)
-    return cl.request(req, version, CreateTopicsResponse)
-
-
-def test_controller_mutation_rate(broker_factory):
-    b = broker_factory()
-    with RawClient(b.bootstrap, client_id="admin-q") as cl:
-        assert alter(cl, [({"client-id": "admin-q"}, {"controller_mutation_rate": 1})]) == {
-            key({"client-id": "admin-q"}): (0, None)}
-        tag = uuid.uuid4().hex[:6]
-        # 11 tokens (1/s x 11 windows of 1 s): the first topic may take the bucket below zero, the next is refused
-        resp = _create(cl, [f"m1-{tag}", f"m2-{tag}"], 15, 6)
-        codes = {t.name: (t.error_code, t.error_message) for t in resp.topics}
-        assert codes[f"m1-{tag}"] == (0, None)
-        assert codes[f"m2-{tag}"] == (89, "The throttling quota has been exceeded.")
-        assert 3000 <= resp.throttle_time_ms <= 5000
-    with RawClient(b.bootstrap, client_id="admin-q") as cl:
-        started = time.monotonic()
-        # an old version (< 6) is not refused, only throttled
-        resp = _create(cl, [f"m3-{tag}"], 1, 5)
-        assert resp.topics[0].error_code == 0 and resp.throttle_time_ms > 0
-        # the connection is muted for the throttle time: the next answer comes after it
-        _create(cl, [f"m4-{tag}"], 1, 5)
-        assert time.monotonic() - started >= resp.throttle_time_ms / 1000 * 0.8
-    with RawClient(b.bootstrap, client_id="other") as cl:  # no quota for another client id
-        assert _create(cl, [f"m5-{tag}"], 20, 7).topics[0].error_code == 0
 
 
 def test_the_documented_example_runs(broker_factory):
