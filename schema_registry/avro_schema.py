@@ -216,7 +216,7 @@ class _Checker(ReaderWriterCompatibilityChecker):
         if found is not None:
             return found
         aliases = reader_field.props.get("aliases")
-        if isinstance(aliases, list):
+        if isinstance(aliases, (list, tuple, str)):  # as the library: any iterable, a string's characters too
             return next((by_name[a] for a in aliases if isinstance(a, str) and a in by_name), None)
         return None
 
