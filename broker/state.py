@@ -263,7 +263,13 @@ class BrokerState:
 
     def connection_closed(self, peer: str) -> None:
         """A client connection closed: the share sessions it opened go, and their members' records are
-        released (Kafka's ShareSessionCache disconnect listener)."""
+        released (Kafka's ShareSessionCache disconnect listener); its client telemetry instance is
+        forgotten (Kafka's ClientMetricsManager disconnect listener); its ApiVersions software info too."""
+        if self._client_telemetry is not None:
+            self._client_telemetry.connection_closed(peer)
+        software = getattr(self, "client_software", None)
+        if software:
+            software.pop(peer, None)
         if self._share_sessions is None:
             return
         for session in self._share_sessions.close_connection(peer):

@@ -104,6 +104,7 @@ class Instance:
     terminating: bool = False
     last_error: int = NONE
     last_seen_ms: int = 0
+    peer: str = ""  # the connection it was made on (Kafka forgets it when that connection closes)
 
 
 @dataclass(slots=True)
@@ -124,6 +125,7 @@ class ClientTelemetry:
         self.clock = clock
         self.version = 0  # bumped on every subscription change: instances re-evaluate when behind
         self.instances: OrderedDict[uuid.UUID, Instance] = OrderedDict()
+        self.by_connection: dict[str, uuid.UUID] = {}  # peer -> the instance last created on it (bounded with instances)
         self.clients: OrderedDict[str, ClientSeries] = OrderedDict()  # instance id text -> pushed series
         self.pushes = 0
         self.decode_errors = 0
@@ -148,33 +150,51 @@ class ClientTelemetry:
         return Instance(instance_id, attributes, subscription_id(metrics, interval, instance_id), self.version,
                         sorted(metrics), interval)
 
-    def _instance(self, instance_id: uuid.UUID, client_id: str | None, address: str | None,
-                  port: str | None, software: tuple[str, str] | None = None) -> Instance:
+    def _instance(self, instance_id: uuid.UUID, client_id: str | None, peer: str,
+                  software: tuple[str, str] | None = None) -> Instance:
         now = self._now_ms()
         self._expire(now)
         inst = self.instances.get(instance_id)
+        address, port = split_peer(peer)
         if inst is None:
             attributes = {"client_instance_id": kafka_uuid_text(instance_id), "client_id": client_id,
                           "client_software_name": software[0] if software else None,
                           "client_software_version": software[1] if software else None,
                           "client_source_address": address, "client_source_port": port}
             inst = self._evaluate(instance_id, attributes)
-            self.instances[instance_id] = inst
-            while len(self.instances) > CACHE_MAX_SIZE:
-                self.instances.popitem(last=False)
+            self._put(inst, peer)
         elif inst.version < self.version:  # the subscriptions changed: a new instance, as Kafka's
             inst = self._evaluate(instance_id, inst.attributes)
-            self.instances[instance_id] = inst
+            self._put(inst, peer)
         self.instances.move_to_end(instance_id)
         inst.last_seen_ms = now
         return inst
+
+    def _put(self, inst: Instance, peer: str) -> None:
+        self.instances[inst.id] = inst
+        inst.peer = peer
+        self.by_connection[peer] = inst.id
+        while len(self.instances) > CACHE_MAX_SIZE:
+            self._drop(next(iter(self.instances)))
+
+    def _drop(self, instance_id: uuid.UUID) -> None:
+        inst = self.instances.pop(instance_id, None)
+        if inst is not None and self.by_connection.get(inst.peer) == instance_id:
+            del self.by_connection[inst.peer]
+
+    def connection_closed(self, peer: str) -> None:
+        """Kafka's disconnect listener: the instance created on this connection is forgotten (a client
+        that reconnects with its id starts afresh: not throttled)."""
+        instance_id = self.by_connection.pop(peer, None)
+        if instance_id is not None:
+            self.instances.pop(instance_id, None)
 
     def _expire(self, now: int) -> None:
         while self.instances:
             first = next(iter(self.instances.values()))
             if now - first.last_seen_ms < max(CACHE_EXPIRY_MS, 3 * first.interval_ms):
                 break
-            self.instances.popitem(last=False)
+            self._drop(first.id)
 
     # -- the two APIs ---------------------------------------------------------------------------
     def get_subscriptions(self, instance_id: uuid.UUID | None, client_id: str | None, peer: str,
@@ -182,8 +202,7 @@ class ClientTelemetry:
         """(error code, the instance) for GetTelemetrySubscriptions; a zero/absent id gets a new one."""
         if instance_id is None or instance_id.int == 0:
             instance_id = new_instance_id(lambda u: u in self.instances)
-        address, port = split_peer(peer)
-        inst = self._instance(instance_id, client_id, address, port, software)
+        inst = self._instance(instance_id, client_id, peer, software)
         now = self._now_ms()
         if now - max(inst.last_get_ms, inst.last_push_ms) >= inst.interval_ms:
             inst.last_get_ms = now
@@ -198,8 +217,7 @@ class ClientTelemetry:
         """Kafka's validatePushRequest: the error of a PushTelemetry (NONE: accepted; then `export`)."""
         if instance_id is None or instance_id in RESERVED_IDS:
             return INVALID_REQUEST, None
-        address, port = split_peer(peer)
-        inst = self._instance(instance_id, client_id, address, port, software)
+        inst = self._instance(instance_id, client_id, peer, software)
         now = self._now_ms()
         try:
             if inst.terminating:

@@ -204,3 +204,22 @@ def test_librdkafka_pushes_its_metrics(telemetry_broker):
             assert time.monotonic() < deadline, sorted(n for n, _ in samples if n.startswith("minikafka_client"))
     finally:
         p.flush(10)
+
+
+def test_reconnecting_client_starts_afresh(telemetry_broker):
+    """Kafka's disconnect listener: the instance goes with its connection, so the same id asking again on a
+    new connection is answered at once (not throttled)."""
+    b, _port = telemetry_broker
+    subscribe(b.bootstrap, "slow", metrics="org.apache.kafka.", interval_ms="60000")
+    with RawClient(b.bootstrap, client_id="reconnects") as c:
+        first = get(c)
+        assert first.error_code == 0
+        assert get(c, first.client_instance_id).error_code == THROTTLED
+    deadline = time.monotonic() + 10
+    while True:
+        with RawClient(b.bootstrap, client_id="reconnects") as c:
+            again = get(c, first.client_instance_id)
+        if again.error_code == 0 or time.monotonic() > deadline:  # the close is seen asynchronously
+            break
+        time.sleep(0.2)
+    assert again.error_code == 0 and again.requested_metrics == ["org.apache.kafka."]

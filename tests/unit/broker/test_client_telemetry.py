@@ -202,3 +202,16 @@ def test_series_accumulate_are_capped_and_expire(tmp_path, monkeypatch):
 def test_prometheus_names():
     assert ct.prometheus_name("org.apache.kafka.producer.record-send-rate") == "org_apache_kafka_producer_record_send_rate"
     assert ct.prometheus_name("1x") == "_1x"
+
+
+def test_a_closed_connection_forgets_its_instance(tmp_path):
+    s = store(tmp_path, a={"metrics": "x.", "interval.ms": "60000"})
+    m = ct.ClientTelemetry(s, clock=Clock())
+    _, inst = m.get_subscriptions(None, "c", "10.0.0.1:4000")
+    assert m.get_subscriptions(inst.id, "c", "10.0.0.1:4000")[0] == ct.THROTTLED
+    m.connection_closed("10.0.0.2:4000")  # another connection: nothing changes
+    assert m.get_subscriptions(inst.id, "c", "10.0.0.1:4000")[0] == ct.THROTTLED
+    m.connection_closed("10.0.0.1:4000")  # as Kafka's disconnect listener: the client starts afresh
+    code, again = m.get_subscriptions(inst.id, "c", "10.0.0.3:5000")
+    assert code == 0 and again.id == inst.id and again.attributes["client_source_address"] == "10.0.0.3"
+    assert m.by_connection == {"10.0.0.3:5000": inst.id}
