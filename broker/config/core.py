@@ -40,6 +40,8 @@ DEFAULTS: dict[str, str] = {
     # connection layer (broker/network/connection.py); Kafka's keys and defaults, except that Kafka's
     # queued.max.request.bytes default (-1, unbounded) is a finite budget here
     "queued.max.request.bytes": "134217728",
+    # KIP-714: the largest PushTelemetry payload accepted (TELEMETRY_TOO_LARGE past it); Kafka's default
+    "telemetry.max.bytes": "1048576",
     "max.connections": "2147483647",
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",  # host:count,... (Kafka's per-IP/host exceptions)

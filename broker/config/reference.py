@@ -30,6 +30,9 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
          "Request memory: a frame being read or handled holds its size until its response is handed over; "
          "when full, sockets stop being read (backpressure, not errors). Kafka's -1 (unbounded) means this "
          "default. A quarter (at most 4 MiB) is kept for frames of at most 64 KiB."),
+        (("telemetry.max.bytes",),
+         "KIP-714: the largest metrics payload a client may push (TELEMETRY_TOO_LARGE past it); told to "
+         "clients in GetTelemetrySubscriptions."),
         (("max.connections",),
          "Open connections; one over the limit is closed at once. Capped at 3/4 of the open-files limit."),
         (("max.connections.per.ip",), "The same, per client address."),
