@@ -139,6 +139,14 @@ class ClientQuotaManager:
         self.note_throttle(skey, throttle_ms)
         return int(throttle_ms)
 
+    def unrecord(self, qtype: str, principal: str, client_id: str | None, value: float) -> None:
+        """Take back a recorded value (Kafka's unrecordQuotaSensor: a throttled fetch is answered empty)."""
+        found = self.quota_for(qtype, principal, client_id)
+        rate = self.rates.get(found[0]) if found is not None else None
+        if rate is not None and rate.samples and found is not None:
+            rate.samples[-1][1] -= value
+            self.recorded_total[found[0]] = self.recorded_total.get(found[0], 0.0) - value
+
     def note_throttle(self, skey: SensorKey, throttle_ms: float) -> None:
         if throttle_ms > 0:
             self.throttle_ms_total[skey] = self.throttle_ms_total.get(skey, 0.0) + throttle_ms

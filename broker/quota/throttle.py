@@ -9,12 +9,17 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from kafka.protocol.consumer import FetchResponse
+
 from minikafka.broker.quota.manager import FETCH, PRODUCE, REQUEST, ClientQuotaManager
 from minikafka.broker.network.response import EncodedBody
 
 PRODUCE_KEY, FETCH_KEY = 0, 1
 MUTATIONS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
-EXEMPT = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+# not counted against request_percentage: SaslHandshake, ApiVersions, SaslAuthenticate and what brokers
+# send each other (WriteTxnMarkers, AlterPartition, Envelope, registration, heartbeats, producer id blocks);
+# Kafka exempts its brokers' requests (CLUSTER_ACTION) the same way
+EXEMPT = frozenset({17, 18, 27, 36, 56, 58, 62, 63, 67})
 _INT32 = struct.Struct(">i")
 
 
@@ -36,26 +41,34 @@ def _size(response: Any) -> int:
 
 def throttle_ms(quotas: ClientQuotaManager, api_key: int, request: Any, request_size: int, response: Any,
                 principal: str, client_id: str | None, elapsed_s: float) -> int:
-    ms = 0
+    ms, size, consumer_fetch = 0, 0, False
+    if api_key == FETCH_KEY and _replica_id(request) >= 0:
+        return 0  # replication is never throttled by client quotas
     if api_key == PRODUCE_KEY:
         ms = quotas.record(PRODUCE, principal, client_id, request_size)
-    elif api_key == FETCH_KEY and _replica_id(request) < 0:
-        size = _size(response)
-        if size == 0 and response is not None and not isinstance(response, (bytes, bytearray, EncodedBody)):
-            size = 0  # an error answer: nothing fetched
+    elif api_key == FETCH_KEY:
+        size, consumer_fetch = _size(response), True
         ms = quotas.record(FETCH, principal, client_id, size)
     elif api_key in MUTATIONS:  # the handler's controller_mutation_rate throttle (KIP-599)
         ms = getattr(response, "throttle_time_ms", 0) or 0
     if api_key not in EXEMPT:
         ms = max(ms, quotas.record(REQUEST, principal, client_id, elapsed_s * 100.0))
+    if consumer_fetch and ms > 0:
+        # Kafka answers a throttled fetch empty, so what was fetched is not counted (unrecordQuotaSensor)
+        quotas.unrecord(FETCH, principal, client_id, size)
     return ms
 
 
 def set_throttle(api_key: int, version: int, flexible: bool, response: Any, ms: int) -> Any:
-    """`response` with throttle_time_ms = `ms` (kafka-python objects; the handlers' own encodings of
-    Produce, throttle last, and Fetch, throttle first); anything else is left as it is."""
+    """`response` with throttle_time_ms = `ms` (kafka-python objects; the Produce handler's own encoding,
+    throttle last); a consumer's Fetch becomes an empty answer, as Kafka's throttled fetch is."""
     if response is None or ms <= 0:
         return response
+    if api_key == FETCH_KEY and (isinstance(response, EncodedBody) or getattr(response, "error_code", 1) == 0):
+        # Kafka's getThrottledResponse: no partitions (the consumer fetches them again after the throttle)
+        if isinstance(response, EncodedBody):
+            response.close()
+        return FetchResponse(throttle_time_ms=ms, error_code=0, session_id=0, responses=[])
     if hasattr(response, "throttle_time_ms"):
         try:
             response.throttle_time_ms = ms
@@ -64,11 +77,4 @@ def set_throttle(api_key: int, version: int, flexible: bool, response: Any, ms: 
         return response
     if api_key == PRODUCE_KEY and isinstance(response, bytearray):
         _INT32.pack_into(response, len(response) - 4 - (1 if flexible else 0), ms)
-    elif api_key == FETCH_KEY and isinstance(response, EncodedBody) and response.parts:
-        first = response.parts[0]
-        if not isinstance(first, (bytes, bytearray, memoryview)) or len(first) < 4:
-            return response
-        patched = bytearray(first)
-        _INT32.pack_into(patched, 0, ms)
-        response.parts[0] = patched
     return response

@@ -225,3 +225,36 @@ def test_controller_mutation_rate(broker):
         D = DeleteTopicsRequest.DeleteTopicState
         cl.request(DeleteTopicsRequest(topics=[D(name=f"m{i}-{tag}", topic_id=ZERO_UUID) for i in (1, 3, 4, 5)],
                                        timeout_ms=10000), 6, DeleteTopicsResponse)
+
+
+def test_fetch_over_consumer_byte_rate_is_answered_empty_and_throttled(broker):
+    """Kafka's throttled fetch: the answer has no partitions (what was read is not counted) and a
+    throttle time; the producer's bytes are not limited by a consumer quota."""
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    from tests.support.helpers import build_batch, produce_raw, wait_topic_ready
+    tag = uuid.uuid4().hex[:6]
+    topic, reader = f"qf-{tag}", f"reader-{tag}"
+    with RawClient(broker.bootstrap, client_id=reader) as cl:
+        resp = _create(cl, [topic], 1, 7)
+        assert resp.topics[0].error_code == 0
+        wait_topic_ready(broker.bootstrap, topic, 1)
+        assert produce_raw(cl, topic, build_batch([b"v" * 1000] * 60)).error_code == 0
+        assert alter(cl, [({"client-id": reader}, {"consumer_byte_rate": 1024})]) == {
+            key({"client-id": reader}): (0, None)}
+    try:
+        F = FetchRequest.FetchTopic
+        req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=[F(topic=topic, partitions=[F.FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                               partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
+        with RawClient(broker.bootstrap, client_id=reader) as cl:
+            resp = cl.request(req, 11, FetchResponse)
+            assert resp.error_code == 0 and resp.responses == [] and resp.throttle_time_ms > 0, resp
+        with RawClient(broker.bootstrap, client_id=f"free-{tag}") as cl:  # another client id is not limited
+            resp = cl.request(req, 11, FetchResponse)
+            assert resp.throttle_time_ms == 0 and len(resp.responses[0].partitions[0].records) > 50_000
+    finally:
+        with RawClient(broker.bootstrap, client_id=f"free-{tag}") as cl:
+            alter(cl, [({"client-id": reader}, {"consumer_byte_rate": None})])
+            cl.request(DeleteTopicsRequest(topic_names=[topic], timeout_ms=10000), 5, DeleteTopicsResponse)
