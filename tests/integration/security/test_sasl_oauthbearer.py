@@ -24,6 +24,7 @@ from minikafka.testing import MiniKafka, free_port
 from tests.conftest import ROOT, broker_kind
 from tests.support.helpers import RawClient
 from tests.support.sasl_helpers import authenticate, handshake, metadata
+from tests.support.tls_certs import Pki
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -43,8 +44,9 @@ CONFIG = {
 
 
 class OAuthBroker:
-    def __init__(self, plain: str, sasl: str, jwks: str | None = None, key=None, jwks_path=None, mk=None) -> None:
-        self.plain, self.sasl, self.jwks, self.key, self.jwks_path, self.mk = plain, sasl, jwks, key, jwks_path, mk
+    def __init__(self, plain: str, sasl: str, jwks: str, secure: str, key, jwks_path, pki, mk=None) -> None:
+        self.plain, self.sasl, self.jwks, self.secure, self.key, self.jwks_path = plain, sasl, jwks, secure, key, jwks_path
+        self.pki, self.mk = pki, mk
 
 
 def make_jwks(base):
@@ -55,9 +57,16 @@ def make_jwks(base):
     return key, jwks_path
 
 
-def jwks_config(jwks_path) -> dict[str, str]:
-    """The JWKS listener: Kafka's OAuthBearerValidatorCallbackHandler with a file: JWKS URL."""
+def jwks_config(jwks_path, pki) -> dict[str, str]:
+    """The JWKS listener (SASL_PLAINTEXT) and the SECURE one (SASL_SSL): Kafka's
+    OAuthBearerValidatorCallbackHandler with a file: JWKS URL."""
     return {
+        "listener.name.secure.ssl.keystore.type": "PEM",
+        "listener.name.secure.ssl.keystore.location": pki.path("server.pem"),
+        "listener.name.secure.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.secure.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
+        "listener.name.secure.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "listener.name.secure.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": jwks_path.as_uri(),
         "listener.name.jwks.sasl.enabled.mechanisms": "OAUTHBEARER",
         "listener.name.jwks.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
         "listener.name.jwks.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
@@ -75,6 +84,7 @@ def broker(request, tmp_path_factory):
         pytest.skip("needs a broker this test run configures (minikafka or kafka)")
     base = tmp_path_factory.mktemp("oauth")
     key, jwks_path = make_jwks(base)
+    pki = Pki(base / "pki")
     if kind == "kafka":
         sys.path.insert(0, str(ROOT))
         from scripts.apache_kafka import KafkaBroker
@@ -82,21 +92,25 @@ def broker(request, tmp_path_factory):
         # Kafka 4.x reads a JWKS URL or file only where these JVM system properties allow it
         kb.jvm_opts = [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={jwks_path.as_uri()}",
                        f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.files={jwks_path}"]
-        kb.start(overrides={**CONFIG, **jwks_config(jwks_path)},
-                 extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT", "JWKS": "SASL_PLAINTEXT"}, timeout=120)
-        yield OAuthBroker(kb.bootstrap, kb.bootstrap_for("SASL_PLAINTEXT"), kb.bootstrap_for("JWKS"), key, jwks_path)
+        kb.start(overrides={**CONFIG, **jwks_config(jwks_path, pki)},
+                 extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT", "JWKS": "SASL_PLAINTEXT", "SECURE": "SASL_SSL"},
+                 timeout=120)
+        yield OAuthBroker(kb.bootstrap, kb.bootstrap_for("SASL_PLAINTEXT"), kb.bootstrap_for("JWKS"),
+                          kb.bootstrap_for("SECURE"), key, jwks_path, pki)
         kb.stop()
         kb.cleanup()
         return
-    port, sasl_port, jwks_port = free_port(), free_port(), free_port()
+    port, sasl_port, jwks_port, secure_port = free_port(), free_port(), free_port(), free_port()
     config = {
-        **CONFIG, **jwks_config(jwks_path),
+        **CONFIG, **jwks_config(jwks_path, pki),
         "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
-                     f"JWKS://127.0.0.1:{jwks_port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,JWKS:SASL_PLAINTEXT",
+                     f"JWKS://127.0.0.1:{jwks_port},SECURE://127.0.0.1:{secure_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,JWKS:SASL_PLAINTEXT,"
+                                          "SECURE:SASL_SSL",
     }
     mk = MiniKafka(config=config, data_dir=base / "data", port=port)
-    yield OAuthBroker(mk.bootstrap_servers, f"127.0.0.1:{sasl_port}", f"127.0.0.1:{jwks_port}", key, jwks_path, mk)
+    yield OAuthBroker(mk.bootstrap_servers, f"127.0.0.1:{sasl_port}", f"127.0.0.1:{jwks_port}",
+                      f"127.0.0.1:{secure_port}", key, jwks_path, pki, mk)
     log = mk.log_text(20000)
     mk.close()
     assert "Traceback" not in log, log
@@ -287,6 +301,18 @@ def test_signed_token_produces_and_consumes_with_acls(broker):
     conf = client_config(broker.jwks, oauth_cb=token_cb(lambda: signed_token(broker.key, "carol")))
     assert produce(conf, topic, n=5) == []
     assert consume({**conf, "group.id": group}, topic, 5) == [f"v{i}".encode() for i in range(5)]
+
+
+def test_signed_token_on_a_sasl_ssl_listener(broker):
+    topic = new_topic(broker)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    grant(broker, "User:heidi", topic, group)
+    conf = client_config(broker.secure, oauth_cb=token_cb(lambda: signed_token(broker.key, "heidi")),
+                         **{"security.protocol": "SASL_SSL", "ssl.ca.location": broker.pki.path("ca.pem")})
+    assert produce(conf, topic, n=5) == []
+    assert consume({**conf, "group.id": group}, topic, 5) == [f"v{i}".encode() for i in range(5)]
+    err = auth_error({**conf, "oauth_cb": token_cb(lambda: signed_token(broker.key, "heidi", aud="nope"))})
+    assert err is not None and '{"status":"invalid_token"}' in err.str()
 
 
 def test_unsecured_token_on_the_jwks_listener_is_refused(broker):
