@@ -18,7 +18,8 @@ Beyond Kafka (no Kafka broker exports them without a plugin): the pushed payload
 (ExportMetricsServiceRequest has the same wire form), possibly compressed, is decoded in a worker
 thread and its data points are kept as series labelled with client_instance_id, client_id and the
 point's attributes, read by /metrics (broker/ops/metrics_collector.py). Bounded: at most
-MAX_SERIES_PER_CLIENT series per client and MAX_CLIENTS clients; a client's series go once it has not
+MAX_SERIES_PER_CLIENT series per client, MAX_SERIES in all, MAX_CLIENTS clients, MAX_ATTRIBUTES labels of
+MAX_TEXT characters; a client's series go once it has not
 pushed for EXPIRY_INTERVALS push intervals. A payload that does not decode is INVALID_RECORD, as Kafka
 answers when its receiver plugin fails.
 """
@@ -49,6 +50,9 @@ CACHE_MAX_SIZE = 16384  # client instances kept (Kafka's LRU size)
 CACHE_EXPIRY_MS = 60_000  # an instance is forgotten max(this, 3 x its interval) after its last request
 MAX_CLIENTS = 1000  # clients whose pushed series /metrics shows
 MAX_SERIES_PER_CLIENT = 1000
+MAX_SERIES = 100_000  # over every client
+MAX_ATTRIBUTES = 16  # attributes (labels) kept per data point
+MAX_TEXT = 256  # characters kept of a metric name, an attribute name or value
 EXPIRY_INTERVALS = 3  # a client's series go when it has not pushed for this many push intervals
 INFLATE_FACTOR = 16  # a compressed payload inflates to at most this many times telemetry.max.bytes
 
@@ -129,6 +133,7 @@ class ClientTelemetry:
         self.clients: OrderedDict[str, ClientSeries] = OrderedDict()  # instance id text -> pushed series
         self.pushes = 0
         self.decode_errors = 0
+        self.series_count = 0  # series held over every client (MAX_SERIES)
         store.on_change(self._subscriptions_changed)
 
     def _subscriptions_changed(self) -> None:
@@ -265,16 +270,18 @@ class ClientTelemetry:
         if entry is None:
             entry = self.clients[key] = ClientSeries(client_id, inst.interval_ms, self.clock())
             while len(self.clients) > MAX_CLIENTS:
-                self.clients.popitem(last=False)
+                self.series_count -= len(self.clients.popitem(last=False)[1].series)
         self.clients.move_to_end(key)
         entry.client_id, entry.interval_ms, entry.last_push = client_id, inst.interval_ms, self.clock()
         for name, kind, attrs, value in points:
             labels = tuple(sorted((k, v) for k, v in attrs.items() if k not in ("client_instance_id", "client_id")))
             cumulative = kind == "counter_cumulative"
             skey = (name, "counter" if cumulative else kind, labels)
-            if skey not in entry.series and len(entry.series) >= MAX_SERIES_PER_CLIENT:
-                entry.dropped += 1
-                continue
+            if skey not in entry.series:
+                if len(entry.series) >= MAX_SERIES_PER_CLIENT or self.series_count >= MAX_SERIES:
+                    entry.dropped += 1
+                    continue
+                self.series_count += 1
             if kind == "counter":  # sums are pushed as deltas (DeltaTemporality): accumulated here
                 entry.series[skey] = entry.series.get(skey, 0.0) + value
             else:
@@ -285,7 +292,7 @@ class ClientTelemetry:
         now = self.clock()
         for key in [k for k, c in self.clients.items()
                     if now - c.last_push > EXPIRY_INTERVALS * c.interval_ms / 1000]:
-            del self.clients[key]
+            self.series_count -= len(self.clients.pop(key).series)
         return list(self.clients.items())
 
 
@@ -311,13 +318,11 @@ def _attr_value(v) -> str:
     val = getattr(v, kind)
     if kind == "bool_value":
         return "true" if val else "false"
-    if kind in ("string_value", "int_value", "double_value"):
-        return str(val)
-    return str(val)[:200]
+    return str(val)[:MAX_TEXT]
 
 
 def _attrs(kvs) -> dict[str, str]:
-    return {kv.key: _attr_value(kv.value) for kv in kvs}
+    return {kv.key[:MAX_TEXT]: _attr_value(kv.value) for kv in list(kvs)[:MAX_ATTRIBUTES]}
 
 
 def decode_metrics(payload: bytes, compression: int, cap: int) -> list[tuple[str, str, dict[str, str], float]]:
@@ -341,12 +346,12 @@ def decode_metrics(payload: bytes, compression: int, cap: int) -> list[tuple[str
                         else "gauge"
                     for p in body.data_points:
                         value = p.as_double if p.WhichOneof("value") == "as_double" else float(p.as_int)
-                        out.append((m.name, what, _attrs(p.attributes), value))
+                        out.append((m.name[:MAX_TEXT], what, _attrs(p.attributes), value))
                 elif kind in ("histogram", "exponential_histogram", "summary"):
                     for p in getattr(m, kind).data_points:
                         attrs = _attrs(p.attributes)
-                        out.append((m.name + ".count", "counter", attrs, float(p.count)))
-                        out.append((m.name + ".sum", "counter", attrs, float(p.sum)))
+                        out.append((m.name[:MAX_TEXT] + ".count", "counter", attrs, float(p.count)))
+                        out.append((m.name[:MAX_TEXT] + ".sum", "counter", attrs, float(p.sum)))
     return out
 
 

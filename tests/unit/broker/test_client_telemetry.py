@@ -194,9 +194,14 @@ def test_series_accumulate_are_capped_and_expire(tmp_path, monkeypatch):
     _, other = m.get_subscriptions(None, "d", "h:2")
     asyncio.run(m.export(other, "d", 0, payload()))
     assert len(dict(m.snapshot())[ct.kafka_uuid_text(other.id)].series) == 3
+    # the cap over every client
+    monkeypatch.setattr(ct, "MAX_SERIES", m.series_count + 1)
+    _, third = m.get_subscriptions(None, "e", "h:3")
+    asyncio.run(m.export(third, "e", 0, payload()))
+    assert len(dict(m.snapshot())[ct.kafka_uuid_text(third.id)].series) == 1
     # silent for 3 intervals: gone
     clock.now += 3.5
-    assert m.snapshot() == []
+    assert m.snapshot() == [] and m.series_count == 0
 
 
 def test_prometheus_names():
