@@ -93,6 +93,7 @@ class BrokerState:
                                     max_partitions_per_request=int(config.get("minikafka.max.partitions.per.request")
                                                                    or DEFAULT_MAX_PARTITIONS_PER_REQUEST),
                                     max_partitions=int(max_partitions) if max_partitions else None)
+        self.catalog.all_dirs_cordoned = lambda: config.all_log_dirs_cordoned  # cordoned.log.dirs (KIP-1066)
         # finalized feature levels (transaction.version, group.version, ...): a small file, read now
         self.features = FeatureState(config.log_dirs[0] / FEATURES_FILE, config.node_id)
         self._producer_ids: ProducerIdManager | None = None

@@ -101,6 +101,9 @@ class InvalidPartitionCountError(TopicError):
     pass
 
 
+ALL_CORDONED = "All brokers are currently fenced, or have all their log directories cordoned."
+
+
 class InvalidReplicationFactorError(TopicError):
     pass
 
@@ -165,6 +168,8 @@ class TopicCatalog:
         self._on_log_open = on_log_open
         self.max_partitions_per_request = max_partitions_per_request
         self.max_partitions = max_partitions if max_partitions is not None else default_max_partitions()
+        # every log dir cordoned (cordoned.log.dirs, KIP-1066): no new partition, as Kafka's placement refuses
+        self.all_dirs_cordoned: Callable[[], bool] = lambda: False
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         # what the file must hold: visible topics plus those being committed, minus those deleted
@@ -304,6 +309,9 @@ class TopicCatalog:
                 f"Unable to replicate the partition {replication_factor} time(s): "
                 "The target replication factor of {replication_factor} cannot be reached because only 1 "
                 "broker(s) are registered.".replace("{replication_factor}", str(replication_factor)))
+        if self.all_dirs_cordoned():
+            raise InvalidReplicationFactorError(f"Unable to replicate the partition {replication_factor} time(s): "
+                                                f"{ALL_CORDONED}")
         return LogConfig.from_props(dict(configs), self._default_config)
 
     def check_batch(self, new_partitions: int, pending: int = 0) -> None:
@@ -328,6 +336,8 @@ class TopicCatalog:
                 f"The topic {name} currently has {info.partitions} partition(s); {count} would not be an increase.")
         if count == info.partitions:
             raise InvalidPartitionCountError(f"Topic already has {info.partitions} partition(s).")
+        if self.all_dirs_cordoned():
+            raise InvalidReplicationFactorError(ALL_CORDONED)
         return info
 
     # -- synchronous changes (tests, startup; everything in the calling thread) ----------------

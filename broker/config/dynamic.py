@@ -15,7 +15,7 @@ runtime is listed in APPLIED (listener-prefixed SASL keys too: new connections r
 dynamic keys Kafka knows are tuning with nothing a client can observe here (thread counts, cleaner
 buffers, tiered storage, Kerberos/OAuth login refresh): accepted, stored, reported, logged as not acted
 on. Values minikafka cannot honour (broker/config/core.py UNSUPPORTED_VALUES: Java plug-in classes,
-connection creation rate quotas, cordoned log dirs) are refused with INVALID_CONFIG. Keys Kafka does not
+connection creation rate quotas) are refused with INVALID_CONFIG. Keys Kafka does not
 know are custom configs: accepted and stored, as Kafka does. Keys Kafka (or minikafka, for its own
 `minikafka.*` keys, the listeners, which it cannot rebind, and the TLS settings of a listener, whose
 context is built at start) treats as read-only are refused with Kafka's INVALID_REQUEST message.
@@ -51,6 +51,7 @@ INVALID_CONFIG = ke.InvalidConfigurationError.errno
 # (Kafka 4.3 makes only the first name of a synonym group dynamic: log.retention.ms, not .hours.)
 APPLIED: frozenset[str] = frozenset({
     "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "cordoned.log.dirs",
     "log.index.size.max.bytes", "min.insync.replicas", "unclean.leader.election.enable",
     "leader.replication.throttled.rate", "follower.replication.throttled.rate", "max.connections.per.ip.overrides",
     "transaction.partition.verification.enable", "sasl.enabled.mechanisms", "group.consumer.assignment.interval.ms",

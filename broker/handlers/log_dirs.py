@@ -5,7 +5,7 @@ DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED at the top, v3+, with
 Kafka). A request naming topics (null = all) lists only the named partitions held here. Sizes are the
 segment (.log) files' bytes, read in a worker thread (a request's cost grows with the partitions it
 names); OffsetLag is 0 (no future replicas: a partition never moves between this node's dirs); v4
-adds the dir's total and usable bytes, v5 IsCordoned (KIP-1066; false: `cordoned.log.dirs` is not supported).
+adds the dir's total and usable bytes, v5 IsCordoned (KIP-1066: the dir is in `cordoned.log.dirs`).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _partition_size(directory: Path) -> int:
         return 0  # removed meanwhile (deleted or moved away): nothing left of it here
 
 
-def _describe(log_dirs: list[Path], held: Held) -> list:
+def _describe(log_dirs: list[Path], held: Held, cordoned: frozenset[Path] = frozenset()) -> list:
     R = DescribeLogDirsResponse.DescribeLogDirsResult
     T = R.DescribeLogDirsTopic
     P = T.DescribeLogDirsPartition
@@ -54,6 +54,7 @@ def _describe(log_dirs: list[Path], held: Held) -> list:
         except OSError:
             error = KAFKA_STORAGE_ERROR
         results.append(R(error_code=error, log_dir=str(root), total_bytes=total, usable_bytes=usable,
+                         is_cordoned=d in cordoned,
                          topics=[T(name=name, partitions=parts) for name, parts in sorted(by_topic.items())]))
     return results
 
@@ -68,5 +69,6 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
     else:
         wanted = [(t.topic, p) for t in req.topics for p in dict.fromkeys(t.partitions)]
     held = [(topic, p, directory) for topic, p in wanted if (directory := logs.directory(topic, p)) is not None]
-    results = await asyncio.to_thread(_describe, list(ctx.broker.config.log_dirs), held)
+    config = ctx.broker.config
+    results = await asyncio.to_thread(_describe, list(config.log_dirs), held, config.cordoned_log_dirs)
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)
