@@ -146,9 +146,8 @@ class BrokerState:
         """Kafka's ClientMetricsManager and the series clients push (broker/ops/client_telemetry.py)."""
         if self._client_telemetry is None:
             from minikafka.broker.ops.client_telemetry import DEFAULT_TELEMETRY_MAX_BYTES, ClientTelemetry
-            raw = self.config.get("telemetry.max.bytes").strip()
-            self._client_telemetry = ClientTelemetry(self.client_metrics_configs,
-                                                     int(raw) if raw else DEFAULT_TELEMETRY_MAX_BYTES)
+            self._client_telemetry = ClientTelemetry(
+                self.client_metrics_configs, getattr(self.config, "telemetry_max_bytes", DEFAULT_TELEMETRY_MAX_BYTES))
         return self._client_telemetry
 
     def _config_changed(self, config: BrokerConfig) -> None:
