@@ -121,9 +121,11 @@ def listener_security(config: "BrokerConfig", listener: str, mechanism_key: str,
         raise ConfigError(f"{mechanism_key} must be included in sasl.enabled.mechanisms when SASL is used for "
                           f"{role} communication: the {role} listener {listener} is {protocol} and enables "
                           f"{', '.join(enabled) or 'none'}, {mechanism_key} is {mechanism}{default}")
-    if mechanism not in SUPPORTED_MECHANISMS:  # unreachable while the server side refuses them too
+    peer_mechanisms = [m for m in SUPPORTED_MECHANISMS if m != "OAUTHBEARER"]  # a node logs in with a password
+    if mechanism not in peer_mechanisms:
         raise ConfigError(f"the {role} listener {listener} is {protocol}, but {mechanism_key} is {mechanism}{default}, "
-                          f"which minikafka does not support: set it to one of {', '.join(SUPPORTED_MECHANISMS)}")
+                          f"which minikafka does not support for its own connections: set it to one of "
+                          f"{', '.join(peer_mechanisms)}")
     username, password = jaas_credentials(config, listener, mechanism)
     return PeerSecurity(listener, protocol, context, mechanism, username, password)
 

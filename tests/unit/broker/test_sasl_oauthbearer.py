@@ -233,3 +233,82 @@ def test_jwks_endpoint_down_keeps_the_cached_keys():
     clock[0] += 5
     asyncio.run(v.prepare(token))  # the refresh fails: logged, the old keys stay
     assert v.validate(token, NOW * 1000).principal == "alice"
+
+
+# -- configuration (broker/security/sasl/settings.py) ----------------------------------------------------
+JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+VALIDATOR_CLASS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+
+
+def broker_config(tmp_path, **props: str):
+    from minikafka.broker.config.core import BrokerConfig
+    return BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "SASL_PLAINTEXT://127.0.0.1:9092",
+                         "sasl.enabled.mechanisms": "OAUTHBEARER",
+                         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": JAAS, **props})
+
+
+def test_unsecured_validator_is_the_default(tmp_path):
+    cfg = broker_config(tmp_path, **{"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+                                     JAAS[:-1] + ' unsecuredValidatorRequiredScope="a b";'})
+    assert cfg.sasl["SASL_PLAINTEXT"].oauth == UnsecuredValidator(required_scope=("a", "b"))
+
+
+def test_jwks_validator_keys_resolved_as_kafka(tmp_path, jwks):
+    _, path = jwks
+    cfg = broker_config(tmp_path, **{
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR_CLASS,
+        "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": path.as_uri(),
+        "listener.name.sasl_plaintext.sasl.oauthbearer.expected.issuer": "https://iss",
+        "sasl.oauthbearer.expected.audience": "a1, a2",
+        "sasl.oauthbearer.sub.claim.name": "client_id"})
+    v = cfg.sasl["SASL_PLAINTEXT"].oauth
+    assert isinstance(v, JwksValidator)
+    assert (v.source.url, v.expected_issuer, v.expected_audience, v.clock_skew_s, v.sub_claim, v.scope_claim) == (
+        path.as_uri(), "https://iss", ("a1", "a2"), 30, "client_id", "scope")
+    assert (v.source.refresh_s, v.source.missing_kid_backoff_s) == (3600.0, 10.0)
+
+
+@pytest.mark.parametrize("props,message", [
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR_CLASS},
+     'requires "sasl.oauthbearer.jwks.endpoint.url" to be configured'),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR_CLASS,
+      "sasl.oauthbearer.jwks.endpoint.url": "ftp://x/jwks"}, 'contains an invalid protocol (ftp)'),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR_CLASS,
+      "sasl.oauthbearer.jwks.endpoint.url": "file:///nonexistent/jwks.json"}, "that doesn't exist"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Mine"},
+     "com.example.Mine is not supported"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": ""}, "Could not find a 'KafkaServer'"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+      "org.apache.kafka.common.security.plain.PlainLoginModule required;"}, "no org.apache.kafka.common.security."
+                                                                           "oauthbearer.OAuthBearerLoginModule entry"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+      JAAS[:-1] + ' unsecuredValidatorAllowableClockSkewMs="-5";'}, "must not be negative"),
+])
+def test_unusable_oauthbearer_config_refused_at_start(tmp_path, props, message):
+    from minikafka.broker.config.core import ConfigError
+    with pytest.raises(ConfigError) as err:
+        broker_config(tmp_path, **props)
+    assert message in str(err.value)
+
+
+def test_listener_prefixed_oauthbearer_keys_are_known():
+    from minikafka.broker.security.sasl.settings import is_sasl_key
+    assert is_sasl_key("listener.name.ext.oauthbearer.sasl.server.callback.handler.class")
+    assert is_sasl_key("listener.name.ext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url")
+    assert is_sasl_key("listener.name.ext.oauthbearer.sasl.jaas.config")
+    assert not is_sasl_key("listener.name.ext.oauthbearer.sasl.oauthbearer.nonsense")
+
+
+def test_oauthbearer_is_no_mechanism_for_a_nodes_own_connections(tmp_path):
+    from minikafka.broker.config.core import BrokerConfig, ConfigError
+    from minikafka.broker.security.peer_security import peer_factory
+    cfg = BrokerConfig({
+        "node.id": "1", "process.roles": "broker,controller", "log.dirs": str(tmp_path),
+        "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293",
+        "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "INTERNAL",
+        "listeners": "INTERNAL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "OAUTHBEARER", "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+        "listener.name.internal.oauthbearer.sasl.jaas.config": JAAS})
+    with pytest.raises(ConfigError, match="does not support for its own connections"):
+        peer_factory(cfg)
