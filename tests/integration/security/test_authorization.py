@@ -381,6 +381,15 @@ def alter_scram_user(c: RawClient, r: Res) -> int:
     return resp.results[0].error_code
 
 
+def alter_client_quotas(c: RawClient, r: Res) -> int:
+    from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest
+    E = AlterClientQuotasRequest.EntryData
+    resp = c.request(AlterClientQuotasRequest(entries=[E(
+        entity=[E.EntityData(entity_type="user", entity_name=f"user-{r.topic}")],
+        ops=[E.OpData(key="producer_byte_rate", value=1024.0, remove=False)])], validate_only=True), 1)
+    return resp.entries[0].error_code
+
+
 def create_acls_call(c: RawClient, r: Res) -> int:
     codes = authz_create_acls(c, [binding(A.TOPIC, r.topic, A.READ, principal="User:nobody")])
     return codes[0]
@@ -609,6 +618,7 @@ CASES = [
          None),
     Case("DescribeUserScramCredentials", describe_scram_users, [(C, "cluster", A.DESCRIBE, CLUSTER_DENIED)], 0, None),
     Case("AlterUserScramCredentials", alter_scram_user, [(C, "cluster", A.ALTER, CLUSTER_DENIED)], 0, None),
+    Case("AlterClientQuotas", alter_client_quotas, [(C, "cluster", A.ALTER_CONFIGS, CLUSTER_DENIED)], 0, None),
     Case("CreateAcls", create_acls_call, [(C, "cluster", A.ALTER, CLUSTER_DENIED)], 0, None),
     Case("DescribeAcls", describe_acls_call, [(C, "cluster", A.DESCRIBE, CLUSTER_DENIED)], 0, None),
     Case("DeleteAcls", delete_acls_call, [(C, "cluster", A.ALTER, CLUSTER_DENIED)], 0, None),
