@@ -283,6 +283,10 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
         if replica_id >= 0:
             _follower_positions(state, replica_id, wanted)
     max_bytes = min(req.max_bytes if req.max_bytes > 0 else NO_LIMIT, state.config.fetch_max_bytes)
+    if state.quotas.active and replica_id < 0:  # a consumer under consumer_byte_rate (broker/quota/)
+        bound = state.quotas.max_fetch_bytes(ctx.principal, ctx.client_id)
+        if bound is not None:
+            max_bytes = min(max_bytes, bound)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
     watch_keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]

@@ -7,8 +7,7 @@ a default entity's name replaced by the real one: every user under `/users/<defa
 sensor; every client of `/users/u` shares one). A sensor is a sampled rate over `quota.window.num`
 windows of `quota.window.size.seconds` (Kafka's Rate: the window counts as at least num-1 full
 windows, so a new client is measured over ~10 s). When a recorded value puts the rate over the
-quota the throttle time is (rate - quota) / quota x window, capped at the whole window span, as
-Kafka's QuotaUtils.throttleTime; the response carries it as throttle_time_ms and the connection reads
+quota the throttle time is (rate - quota) / quota x window, as Kafka's QuotaUtils.throttleTime; the response carries it as throttle_time_ms and the connection reads
 nothing more for that long (KIP-219).
 
 controller_mutation_rate (KIP-599) is a token bucket holding quota x num x window tokens (partitions
@@ -135,9 +134,15 @@ class ClientQuotaManager:
         measured, window = rate.measure(now)
         if measured <= bound:
             return 0
-        throttle_ms = min((measured - bound) / bound * window, self.num * self.window_s) * 1000.0
+        throttle_ms = round((measured - bound) / bound * window * 1000.0)  # QuotaUtils.throttleTime: not capped
         self.note_throttle(skey, throttle_ms)
-        return int(throttle_ms)
+        return throttle_ms
+
+    def max_fetch_bytes(self, principal: str, client_id: str | None) -> int | None:
+        """Kafka's getMaxValueInQuotaWindow: a consumer under consumer_byte_rate fetches at most
+        quota x (num - 1) x window bytes at once (more would always be throttled)."""
+        found = self.quota_for(FETCH, principal, client_id)
+        return None if found is None else max(1, int(found[1] * (self.num - 1) * self.window_s))
 
     def unrecord(self, qtype: str, principal: str, client_id: str | None, value: float) -> None:
         """Take back a recorded value (Kafka's unrecordQuotaSensor: a throttled fetch is answered empty)."""

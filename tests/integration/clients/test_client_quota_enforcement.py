@@ -51,6 +51,24 @@ def _rate(bootstrap: str, topic: str, client_id: str, seconds: float = 6.0, skip
     return total / (seconds - skip)
 
 
+def _consume_rate(bootstrap: str, topic: str, client_id: str, seconds: float = 6.0, skip: float = 1.0) -> float:
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"g-{client_id}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got: list[tuple[float, int]] = []
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < seconds:
+            for m in c.consume(1000, 0.2):
+                if m.error() is None:
+                    got.append((time.monotonic(), len(m.value())))
+    finally:
+        c.close()
+    first = next((t for t, _n in got), start)  # from the first record (after the group join)
+    return sum(n for t, n in got if first + skip <= t) / max(start + seconds - first - skip, 0.1)
+
+
 def test_producer_held_near_its_byte_rate_while_another_client_is_not(broker_factory):
     port = free_port()
     b = broker_factory({"minikafka.metrics.listener": f"http://127.0.0.1:{port}", **QUOTA_CONFIG})
@@ -73,6 +91,17 @@ def test_producer_held_near_its_byte_rate_while_another_client_is_not(broker_fac
     assert (value(samples, "minikafka_client_quota_recorded_total", **labels) or 0) > 2 * MB
     assert value(samples, "minikafka_client_quota_throttle_time_ms_total", type="produce", user="",
                  client_id="fast") is None
+    # consumers: 1 MB/s of fetch for one client id, none for another
+    with RawClient(b.bootstrap) as cl:
+        assert alter(cl, [({"client-id": "slowc"}, {"consumer_byte_rate": MB})]) == {key({"client-id": "slowc"}):
+                                                                                      (0, None)}
+    fast_c = _consume_rate(b.bootstrap, topic, "fastc")
+    slow_c = _consume_rate(b.bootstrap, topic, "slowc")
+    print(f"consumers: slow {slow_c / MB:.2f} MB/s, fast {fast_c / MB:.2f} MB/s")
+    assert 0.3 * MB < slow_c < 2 * MB and fast_c > 3 * slow_c, (slow_c, fast_c)
+    samples = scrape(port)
+    assert (value(samples, "minikafka_client_quota_throttle_time_ms_total", type="fetch", user="",
+                  client_id="slowc") or 0) > 0
 
 
 def test_quotas_survive_restart(broker_factory):
