@@ -4,8 +4,10 @@ values), so that a registry's topic reads the same to either implementation:
     SCHEMA          {"keytype":"SCHEMA","subject":s,"version":v,"magic":1}
                     -> {"subject":s,"version":v,"id":i,"schemaType":t (absent for AVRO),"references":[..],
                         "schema":"...","deleted":false}
-    CONFIG          {"keytype":"CONFIG","subject":s or null,"magic":0}  -> {"compatibilityLevel":"BACKWARD"}
-    MODE            {"keytype":"MODE","subject":s or null,"magic":0}    -> {"mode":"READONLY"}
+    CONFIG          {"keytype":"CONFIG","subject":s,"magic":0}  -> {"compatibilityLevel":"BACKWARD"}
+    MODE            {"keytype":"MODE","subject":s,"magic":0}    -> {"mode":"READONLY"}
+                    (the global CONFIG / MODE key has no "subject": Confluent's keys omit empty fields, and
+                    compaction matches keys byte for byte)
     DELETE_SUBJECT  {"keytype":"DELETE_SUBJECT","subject":s,"magic":0}  -> {"subject":s,"version":v}
     NOOP            {"keytype":"NOOP","magic":0}                         -> null
 
@@ -31,12 +33,17 @@ def schema_key(subject: str, version: int) -> bytes:
     return _dump({"keytype": SCHEMA, "subject": subject, "version": version, "magic": 1})
 
 
+def _subject_key(keytype: str, subject: str | None) -> bytes:
+    return _dump({"keytype": keytype, "magic": 0} if subject is None
+                 else {"keytype": keytype, "subject": subject, "magic": 0})
+
+
 def config_key(subject: str | None) -> bytes:
-    return _dump({"keytype": CONFIG, "subject": subject, "magic": 0})
+    return _subject_key(CONFIG, subject)
 
 
 def mode_key(subject: str | None) -> bytes:
-    return _dump({"keytype": MODE, "subject": subject, "magic": 0})
+    return _subject_key(MODE, subject)
 
 
 def delete_subject_key(subject: str) -> bytes:
