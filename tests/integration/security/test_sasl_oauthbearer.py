@@ -416,3 +416,20 @@ def test_java_client_signed_token_from_a_file(broker, tmp_path):
     done = _java_produce(broker, broker.jwks, topic, text, tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _consume_plain(broker, topic, 3) == [b"j-0", b"j-1", b"j-2"]
+
+
+def test_raw_tokens_after_handshake_v0(broker):
+    """SaslHandshake v0: the tokens go bare (size-prefixed, no Kafka header), as old clients send them."""
+    with RawClient(broker.sasl) as c:
+        assert handshake(c, "OAUTHBEARER", version=0).error_code == 0
+        token = first_message(unsecured_token("alice", exp_in=60))
+        c.send_bytes(len(token).to_bytes(4, "big") + token)
+        assert c.recv_frame() == b""
+        assert len(metadata(c).brokers) == 1
+    with RawClient(broker.sasl) as c:
+        assert handshake(c, "OAUTHBEARER", version=0).error_code == 0
+        token = first_message(unsecured_token("alice", exp_in=-60))
+        c.send_bytes(len(token).to_bytes(4, "big") + token)
+        assert c.recv_frame() == b'{"status":"invalid_token"}'
+        c.send_bytes(b"\x00\x00\x00\x01\x01")
+        assert c.closed_by_peer()
