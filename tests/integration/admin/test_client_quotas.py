@@ -258,3 +258,27 @@ def test_fetch_over_consumer_byte_rate_is_answered_empty_and_throttled(broker):
         with RawClient(broker.bootstrap, client_id=f"free-{tag}") as cl:
             alter(cl, [({"client-id": reader}, {"consumer_byte_rate": None})])
             cl.request(DeleteTopicsRequest(topic_names=[topic], timeout_ms=10000), 5, DeleteTopicsResponse)
+
+
+def test_request_percentage_throttles_request_time(broker):
+    """request_percentage: handler time (as a percentage of one thread over the window) past the quota
+    gives a throttle time in any API's response (here Metadata)."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+    tag = uuid.uuid4().hex[:6]
+    busy = f"busy-{tag}"
+    with RawClient(broker.bootstrap, client_id=f"setter-{tag}") as cl:
+        assert alter(cl, [({"client-id": busy}, {"request_percentage": 0.0001})]) == {key({"client-id": busy}): (0, None)}
+    try:
+        throttles = []
+        for _ in range(5):  # a new connection each time: a throttled one is muted for the throttle time
+            with RawClient(broker.bootstrap, client_id=busy) as cl:
+                resp = cl.request(MetadataRequest(topics=[], allow_auto_topic_creation=False,
+                                                  include_cluster_authorized_operations=False,
+                                                  include_topic_authorized_operations=False), 12, MetadataResponse)
+                throttles.append(resp.throttle_time_ms)
+            if throttles[-1] > 0:
+                break
+        assert throttles[-1] > 0, throttles
+    finally:
+        with RawClient(broker.bootstrap, client_id=f"setter-{tag}") as cl:
+            alter(cl, [({"client-id": busy}, {"request_percentage": None})])
