@@ -41,9 +41,16 @@ def alter_error_response(req: AlterClientQuotasRequest, code: int, message: str 
         for entry in req.entries])
 
 
-def plan(req: AlterClientQuotasRequest, current: m.Quotas) -> tuple[list[tuple[m.Entity, str | None]], list[m.Change]]:
+def plan(req: AlterClientQuotasRequest, current: m.Quotas, resolvable: frozenset[str] = frozenset()
+         ) -> tuple[list[tuple[m.Entity, str | None]], list[m.Change]]:
     return m.plan_alterations((([(e.entity_type, e.entity_name) for e in entry.entity],
-                                [(op.key, op.value, op.remove) for op in entry.ops]) for entry in req.entries), current)
+                                [(op.key, op.value, op.remove) for op in entry.ops]) for entry in req.entries),
+                              current, resolvable)
+
+
+async def ip_hosts(req: AlterClientQuotasRequest) -> frozenset[str]:
+    """The ip entities' host names that resolve (off the event loop)."""
+    return await m.resolve_hosts(e.entity_name for entry in req.entries for e in entry.entity if e.entity_type == m.IP)
 
 
 def alter_response(results: list[tuple[m.Entity, str | None]]) -> AlterClientQuotasResponse:
@@ -61,8 +68,9 @@ async def handle_alter_client_quotas(ctx: RequestContext, req: AlterClientQuotas
         from minikafka.broker.cluster.forwarding import forward_client_quotas, forwarded_for
         return await forward_client_quotas(state, req, ctx.api_version, forwarded_for(ctx))
     store = state.client_quotas
+    hosts = await ip_hosts(req)
     async with store.lock:
-        results, changes = plan(req, store.quotas)
+        results, changes = plan(req, store.quotas, hosts)
         if not req.validate_only and changes:
             try:
                 await store.commit(changes)

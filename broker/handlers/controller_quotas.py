@@ -8,7 +8,7 @@ import kafka.errors as ke
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 
 from minikafka.broker.handlers.client_quotas import (CLUSTER_DENIED_MESSAGE, alter_error_response, alter_response,
-                                                     plan)
+                                                     ip_hosts, plan)
 from minikafka.broker.handlers.controller import NOT_CONTROLLER, _active, _run
 from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
@@ -24,8 +24,10 @@ async def handle_alter_client_quotas(ctx: RequestContext, req: AlterClientQuotas
     if active is None or active.controller is None:
         return alter_error_response(req, NOT_CONTROLLER, None)
 
+    hosts = await ip_hosts(req)
+
     def alter(c):
-        results, changes = plan(req, c.image.client_quotas)
+        results, changes = plan(req, c.image.client_quotas, hosts)
         if not req.validate_only:
             c.alter_client_quotas(changes)
         return results

@@ -9,8 +9,8 @@ connection_creation_rate (an INT). Every value must be > 0.
 """
 from __future__ import annotations
 
+import asyncio
 import ipaddress
-import socket
 from typing import Iterable, Mapping
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -54,22 +54,15 @@ def entity_text(entity: Entity) -> str:
     return "ClientQuotaEntity(entries={" + ", ".join(f"{t}={n}" for t, n in entity) + "})"
 
 
-def _valid_ip(name: str | None) -> bool:
-    if name is None:
-        return True
+def is_ip_literal(name: str) -> bool:
     try:
         ipaddress.ip_address(name)
         return True
     except ValueError:
-        pass
-    try:
-        socket.getaddrinfo(name, None)
-        return True
-    except (OSError, UnicodeError):
         return False
 
 
-def _keys_for(entity: Entity) -> dict[str, str]:
+def _keys_for(entity: Entity, resolvable: frozenset[str]) -> dict[str, str]:
     types = {t for t, _ in entity}
     for t, n in entity:
         if t not in (USER, CLIENT_ID, IP):
@@ -81,7 +74,7 @@ def _keys_for(entity: Entity) -> dict[str, str]:
             # sic: Kafka's message lacks the space
             raise QuotaError("Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
         name = dict(entity)[IP]
-        if not _valid_ip(name):
+        if name is not None and not is_ip_literal(name) and name not in resolvable:
             raise QuotaError(f"{name} is not a valid IP or resolvable host.")
         return IP_KEYS
     return USER_CLIENT_KEYS
@@ -113,10 +106,13 @@ Change = tuple[Entity, str, "float | None"]  # None: remove
 
 
 def plan_alterations(entries: Iterable[tuple[Iterable[tuple[str, str | None]], Iterable[Op]]],
-                     current: Quotas) -> tuple[list[tuple[Entity, str | None]], list[Change]]:
+                     current: Quotas, resolvable: Iterable[str] = ()) -> tuple[list[tuple[Entity, str | None]],
+                                                                             list[Change]]:
     """(one (entity, error message or None) per distinct entity, in first-seen order; the changes to
     store), as ClientQuotaControlManager.alterClientQuotas decides them (one entity's error leaves its
-    other keys unchanged too)."""
+    other keys unchanged too). An ip entity's name must be an address or one of the host names in
+    `resolvable` (resolved beforehand, off the event loop, by `resolve_hosts`)."""
+    resolvable = frozenset(resolvable)
     results: dict[Entity, str | None] = {}
     pending: dict[Entity, list[Change]] = {}
     for pairs, ops in entries:
@@ -138,7 +134,7 @@ def plan_alterations(entries: Iterable[tuple[Iterable[tuple[str, str | None]], I
         try:
             if not entity:
                 raise QuotaError("Invalid empty client quota entity")
-            keys = _keys_for(entity)
+            keys = _keys_for(entity, resolvable)
             have = current.get(entity, {})
             changes: list[Change] = []
             for key, value in alterations.items():
@@ -167,6 +163,20 @@ def apply(quotas: Quotas, changes: Iterable[Change]) -> None:
                     del quotas[entity]
         else:
             quotas.setdefault(entity, {})[key] = value
+
+
+async def resolve_hosts(names: Iterable[str | None], timeout_s: float = 5.0) -> frozenset[str]:
+    """The host names among `names` that resolve (Kafka: InetAddress.getByName), looked up in the
+    event loop's resolver threads, each bounded by `timeout_s`."""
+    loop = asyncio.get_running_loop()
+    out = set()
+    for name in {n for n in names if n and not is_ip_literal(n)}:
+        try:
+            await asyncio.wait_for(loop.getaddrinfo(name, None), timeout_s)
+            out.add(name)
+        except (OSError, UnicodeError, asyncio.TimeoutError):
+            pass
+    return frozenset(out)
 
 
 Component = tuple[str, int, "str | None"]  # entity type, match type, match

@@ -141,6 +141,8 @@ def test_default_entities(broker, names):
     ({"ip": "127.0.0.1"}, {"producer_byte_rate": 1}, "Invalid configuration key producer_byte_rate"),
     ({"ip": "127.0.0.1"}, {"connection_creation_rate": 2.0 ** 31},
      "Proposed value for connection_creation_rate is too large for an INT."),
+    ({"ip": "no-such-host.invalid"}, {"connection_creation_rate": 5},
+     "no-such-host.invalid is not a valid IP or resolvable host."),
 ])
 def test_invalid_alterations(broker, entity, ops, message):
     with RawClient(broker.bootstrap) as cl:
@@ -282,3 +284,19 @@ def test_request_percentage_throttles_request_time(broker):
     finally:
         with RawClient(broker.bootstrap, client_id=f"setter-{tag}") as cl:
             alter(cl, [({"client-id": busy}, {"request_percentage": None})])
+
+
+def test_ip_entities(broker):
+    """connection_creation_rate for an address, a resolvable host name and the default ip."""
+    tag = uuid.uuid4().int % 250 + 2
+    ip, default = {"ip": f"10.255.{tag}.7"}, {"ip": None}
+    with RawClient(broker.bootstrap) as cl:
+        try:
+            assert alter(cl, [(ip, {"connection_creation_rate": 30}), ({"ip": "localhost"}, {})]) == {
+                key(ip): (0, None), key({"ip": "localhost"}): (0, None)}
+            assert describe(cl, [("ip", EXACT, ip["ip"])]) == {key(ip): {"connection_creation_rate": 30.0}}
+            assert alter(cl, [(default, {"connection_creation_rate": 1000})], validate_only=True) == {
+                key(default): (0, None)}
+            assert describe(cl, [("ip", DEFAULT, None)]) == {}
+        finally:
+            alter(cl, [(ip, {"connection_creation_rate": None})])
