@@ -33,6 +33,7 @@ OAUTH_JAAS = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModu
               'unsecuredLoginStringClaim_sub="admin";')
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 AUDIENCE, ISSUER = "minikafka-test", "https://issuer.example"
+JWKS_REAUTH_MS = 25_000  # the JWKS listener's connections.max.reauth.ms
 CONFIG = {
     "authorizer.class.name": STANDARD_AUTHORIZER,
     "super.users": "User:ANONYMOUS",
@@ -70,6 +71,7 @@ def jwks_config(jwks_path, pki) -> dict[str, str]:
         "listener.name.jwks.sasl.enabled.mechanisms": "OAUTHBEARER",
         "listener.name.jwks.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
         "listener.name.jwks.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "listener.name.jwks.oauthbearer.connections.max.reauth.ms": str(JWKS_REAUTH_MS),
         "listener.name.jwks.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": jwks_path.as_uri(),
         "sasl.oauthbearer.expected.audience": AUDIENCE,
         "sasl.oauthbearer.expected.issuer": ISSUER,
@@ -433,3 +435,12 @@ def test_raw_tokens_after_handshake_v0(broker):
         assert c.recv_frame() == b'{"status":"invalid_token"}'
         c.send_bytes(b"\x00\x00\x00\x01\x01")
         assert c.closed_by_peer()
+
+
+@pytest.mark.parametrize("exp_in,low,high", [(3600, JWKS_REAUTH_MS, JWKS_REAUTH_MS), (12, 5_000, 12_000)])
+def test_session_lifetime_is_the_shorter_of_token_and_max_reauth(broker, exp_in, low, high):
+    with RawClient(broker.jwks) as c:
+        assert handshake(c, "OAUTHBEARER").error_code == 0
+        resp = authenticate(c, first_message(signed_token(broker.key, "ivan", exp_in=exp_in)))
+        assert resp.error_code == 0, resp
+        assert low <= resp.session_lifetime_ms <= high
