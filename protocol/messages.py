@@ -36,7 +36,8 @@ __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "C
            "StreamsGroupTopologyKey", "StreamsGroupTopologyValue",
            "CreateDelegationTokenRequest", "CreateDelegationTokenResponse", "RenewDelegationTokenRequest", "RenewDelegationTokenResponse", "ExpireDelegationTokenRequest", "ExpireDelegationTokenResponse", "DescribeDelegationTokenRequest", "DescribeDelegationTokenResponse",
            "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse", "PushTelemetryRequest",
-           "PushTelemetryResponse", "UnregisterBrokerRequest", "UnregisterBrokerResponse"]
+           "PushTelemetryResponse", "UnregisterBrokerRequest", "UnregisterBrokerResponse",
+           "AddRaftVoterRequest", "AddRaftVoterResponse", "RemoveRaftVoterRequest", "RemoveRaftVoterResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -416,4 +417,20 @@ class UnregisterBrokerRequest(ApiMessage, load_json=schemas):
 
 
 class UnregisterBrokerResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class AddRaftVoterRequest(ApiMessage, load_json=schemas):  # KIP-853
+    pass
+
+
+class AddRaftVoterResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class RemoveRaftVoterRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class RemoveRaftVoterResponse(ApiMessage, load_json=schemas):
     pass

@@ -32,6 +32,13 @@ class QuorumConfig:
     snapshot_max_bytes: int = 20 * 1024 * 1024
     snapshot_interval_ms: int = 3_600_000
     roles: frozenset[str] = frozenset({"broker", "controller"})  # process.roles
+    # KIP-853: controller.quorum.bootstrap.servers without voters — the voter set comes from the log
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def dynamic(self) -> bool:
+        """A dynamic quorum (kraft.version 1): no static voters, found through the bootstrap servers."""
+        return not self.voters and bool(self.bootstrap_servers)
 
     @property
     def is_broker(self) -> bool:
@@ -55,3 +62,14 @@ def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
             raise QuorumConfigError(f"controller.quorum.voters names node {voter} twice")
         out[voter] = (m.group(2).strip("[]"), int(m.group(3)))
     return out
+
+
+def parse_bootstrap_servers(spec: str) -> tuple[tuple[str, int], ...]:
+    """Kafka's controller.quorum.bootstrap.servers: `host:port,...` (host may be [v6])."""
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        m = re.match(r"^(\[[^\]]*\]|[^:@\[\]]+):(\d+)$", item)
+        if m is None or int(m.group(2)) > 65535:
+            raise QuorumConfigError(f"controller.quorum.bootstrap.servers entry {item!r} is not host:port")
+        out.append((m.group(1).strip("[]"), int(m.group(2))))
+    return tuple(out)

@@ -44,6 +44,24 @@ from typing import Any, Union
 
 from minikafka.raft.log import LEADER_CHANGE, Entry, QuorumLog
 
+# KIP-853 (kraft.version 1): the voter set is a record of the log — the last VotersRecord in it (committed
+# or not) is the set in use; before the first, the one in the snapshot (the bootstrap checkpoint written by
+# `storage format --standalone/--initial-controllers`), else the static controller.quorum.voters
+VOTERS_RECORD = "Voters"
+KRAFT_VERSION_RECORD = "KRaftVersion"
+
+
+def voters_of(payload: Any) -> list[dict] | None:
+    """The voter entries of a VotersRecord payload (`{"type": "Voters", "voters": [{"voterId", "voterDirectoryId",
+    "endpoints": [{"name", "host", "port"}], "kRaftVersionFeature": {...}}]}`), None for any other payload."""
+    if isinstance(payload, dict) and payload.get("type") == VOTERS_RECORD:
+        return list(payload.get("voters") or ())
+    return None
+
+
+def voters_record(voters: list[dict]) -> dict:
+    return {"type": VOTERS_RECORD, "version": 0, "voters": sorted(voters, key=lambda v: v["voterId"])}
+
 
 # -- messages -------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
@@ -177,10 +195,15 @@ FOLLOWER, UNATTACHED, PROSPECTIVE, CANDIDATE, LEADER = "follower", "unattached",
 
 class RaftNode:
     def __init__(self, node_id: int, voters: tuple[int, ...], persistent: PersistentState,
-                 config: RaftConfig = RaftConfig(), rng: random.Random | None = None, now: int = 0) -> None:
+                 config: RaftConfig = RaftConfig(), rng: random.Random | None = None, now: int = 0,
+                 bootstrap: tuple[int, ...] = ()) -> None:
         self.id = node_id
-        self.voters = tuple(sorted(voters))
-        self.observer = node_id not in self.voters
+        self.static_voters = tuple(sorted(voters))
+        self.bootstrap = tuple(bootstrap)  # controller.quorum.bootstrap.servers (ids < 0): asked while no voter is known
+        self.voters: tuple[int, ...] = ()
+        self.voter_nodes: dict[int, dict] = {}  # a dynamic quorum's voters: id -> their VotersRecord entry
+        self.voters_offset = -1  # the offset of the VotersRecord in use (-1: snapshot, bootstrap or static)
+        self.kraft_version = 0
         self.p = persistent
         self.config = config
         self.rng = rng or random.Random(node_id)
@@ -191,6 +214,8 @@ class RaftNode:
         self._follower_end: dict[int, int] = {}
         self._fetched_at: dict[int, int] = {}
         self.observer_end: dict[int, int] = {}  # leader: observers' fetch offsets (DescribeQuorum)
+        self._observer_fetched_at: dict[int, int] = {}  # leader: when each observer last fetched
+        self._now = now  # the latest time the caller gave
         self._epoch_start = 0  # leader: offset of its LEADER_CHANGE entry
         self._deadline = now + self._election_timeout()
         self._next_fetch = 0
@@ -198,6 +223,7 @@ class RaftNode:
         self._fetch_inflight = False
         self._fetched_from_leader = False  # follower: a fetch answer of this leader applied (pre-votes refused)
         self._fetch_id = 0  # the last fetch sent: only its answer is applied (an older one is stale)
+        self._refresh_voters()
 
     # -- views ----------------------------------------------------------------------------------------
     @property
@@ -216,6 +242,64 @@ class RaftNode:
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
 
+    # -- the voter set (KIP-853) ----------------------------------------------------------------------
+    def _snapshot_voters(self) -> list[dict] | None:
+        snap = self.p.snapshot
+        if snap is not None and isinstance(snap[2], dict) and snap[2].get("voters") is not None:
+            return list(snap[2]["voters"])
+        return None
+
+    def voter_records_at(self, offset: int) -> list[dict] | None:
+        """The dynamic voter set in force after the entries before `offset` (None: static voters)."""
+        log = self.log
+        for o in range(min(offset, log.end_offset) - 1, log.start_offset - 1, -1):
+            found = voters_of(log.entries[o - log.start_offset].payload)
+            if found is not None:
+                return found
+        return self._snapshot_voters()
+
+    def _refresh_voters(self) -> None:
+        """Recompute the voter set from the whole log (start-up, truncation, snapshot install)."""
+        log = self.log
+        for i in range(len(log.entries) - 1, -1, -1):
+            found = voters_of(log.entries[i].payload)
+            if found is not None:
+                self._set_voters(found, log.start_offset + i)
+                return
+        snap = self._snapshot_voters()
+        if snap is not None:
+            self._set_voters(snap, -1)
+            return
+        self.kraft_version, self.voters_offset, self.voter_nodes = 0, -1, {}
+        self._apply_voter_ids(self.static_voters)
+
+    def _scan_appended(self, first_offset: int, entries) -> None:
+        for i in range(len(entries) - 1, -1, -1):
+            found = voters_of(entries[i].payload)
+            if found is not None:
+                self._set_voters(found, first_offset + i)
+                return
+
+    def _set_voters(self, voters: list[dict], offset: int) -> None:
+        self.kraft_version, self.voters_offset = 1, offset
+        self.voter_nodes = {int(v["voterId"]): v for v in voters}
+        self._apply_voter_ids(tuple(self.voter_nodes))
+
+    def _apply_voter_ids(self, ids) -> None:
+        self.voters = tuple(sorted(ids))
+        self.observer = self.id not in self.voters
+        if self.role == LEADER:  # the new set is used as soon as it is in the log (KIP-853)
+            # the check quorum starts afresh with the new set (a lone voter's never ran)
+            self._deadline = max(self._deadline, self._now + self.config.fetch_timeout_ms)
+            for v in self.voters:
+                if v != self.id and v not in self._follower_end:
+                    self._follower_end[v] = self.observer_end.pop(v, 0)
+                    if v in self._observer_fetched_at:
+                        self._fetched_at[v] = self._observer_fetched_at.pop(v)
+            for v in [v for v in self._follower_end if v not in self.voters]:
+                del self._follower_end[v]
+                self._fetched_at.pop(v, None)
+
     # -- the caller's entry points --------------------------------------------------------------------
     def propose(self, payload: Any) -> int | None:
         """Append `payload` as leader; its offset (committed once high_watermark > offset), or None if
@@ -223,6 +307,9 @@ class RaftNode:
         if self.role != LEADER:
             return None
         offset = self.log.append(Entry(self.epoch, payload))
+        found = voters_of(payload)
+        if found is not None:
+            self._set_voters(found, offset)
         self._advance_high_watermark()
         return offset
 
@@ -249,7 +336,10 @@ class RaftNode:
         return wake
 
     def tick(self, now: int) -> Outgoing:
+        self._now = max(self._now, now)
         out: Outgoing = []
+        if self.role == LEADER and self.id not in self.voters and self.high_watermark > self.voters_offset:
+            return self.resign(now)  # removed from the voters and that is committed: step down (KIP-853)
         if self.role == LEADER:
             if len(self.voters) > 1 and now >= self._deadline:
                 recent = 1 + sum(1 for v, t in self._fetched_at.items() if now - t < self.config.fetch_timeout_ms)
@@ -280,6 +370,7 @@ class RaftNode:
         return out
 
     def receive(self, msg: Message, now: int) -> Outgoing:
+        self._now = max(self._now, now)
         if isinstance(msg, FetchRequest):
             return self._on_fetch(msg, now)
         if isinstance(msg, FetchResponse):
@@ -344,7 +435,7 @@ class RaftNode:
         self._deadline = now + self.config.fetch_timeout_ms
         self._fetch_id += 1
         req = FetchRequest(self.epoch, self.id, self.log.end_offset, self.log.last_epoch, self._fetch_id)
-        return [(v, req) for v in self.voters]
+        return [(v, req) for v in (self.voters or self.bootstrap) if v != self.id]
 
     def _become_prospective(self, now: int) -> Outgoing:
         """The fetch or election timeout passed: ask for pre-votes (KIP-996); the epoch stays."""
@@ -371,9 +462,15 @@ class RaftNode:
         assert not self.observer, "an observer never leads"
         self.role, self.leader = LEADER, self.id
         self.observer_end = {}
+        self._observer_fetched_at = {}
         self._epoch_start = self.log.append(Entry(self.epoch, LEADER_CHANGE))
         self._follower_end = {v: 0 for v in self.voters if v != self.id}
         self._fetched_at = {}
+        if self.kraft_version >= 1 and self.voters_offset < 0:
+            # the voter set comes from the bootstrap checkpoint: write it into the log (Kafka's
+            # KRaftVersionRecord and VotersRecord at the start of the leader's epoch)
+            self.log.append(Entry(self.epoch, {"type": KRAFT_VERSION_RECORD, "version": 0, "kRaftVersion": 1}))
+            self.voters_offset = self.log.append(Entry(self.epoch, voters_record(list(self.voter_nodes.values()))))
         self._deadline = now + self.config.fetch_timeout_ms
         self._next_begin = now + max(1, self.config.election_timeout_ms // 2)
         self._advance_high_watermark()
@@ -473,6 +570,7 @@ class RaftNode:
             self._advance_high_watermark()
         elif req.replica not in self.voters:
             self.observer_end[req.replica] = req.fetch_offset
+            self._observer_fetched_at[req.replica] = now
         entries = tuple(log.read(req.fetch_offset, self.config.max_fetch_entries))
         return [(req.replica, FetchResponse(self.epoch, self.id, self.high_watermark, entries, req.fetch_offset,
                                             fetch_id=req.fetch_id))]
@@ -509,13 +607,17 @@ class RaftNode:
             if truncate_at >= log.end_offset:
                 return []  # no progress: fetch again later (next_fetch), the fetch timeout runs on
             log.truncate_to(truncate_at)
+            if self.voters_offset >= truncate_at:
+                self._refresh_voters()  # the VotersRecord in use was truncated: the one before it again
             self._fetched_from_leader = True
             self._deadline = now + self.config.fetch_timeout_ms
             self._next_fetch = now  # fetch again at once from the matching point
             return []
         if resp.base_offset != log.end_offset:
             return []  # an answer to an older fetch
+        first = log.end_offset
         log.extend(resp.entries)
+        self._scan_appended(first, resp.entries)
         self._fetched_from_leader = True
         self._deadline = now + self.config.fetch_timeout_ms
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, log.end_offset))
@@ -558,11 +660,13 @@ class RaftNode:
         self._deadline = now + self.config.fetch_timeout_ms
         self._fetched_from_leader = True
         self.p.install_snapshot(offset, epoch, resp.state)  # the snapshot is committed: at most the HW
+        self._refresh_voters()
         self.high_watermark = max(self.high_watermark, offset)
         return []
 
     def _advance_high_watermark(self) -> None:
-        ends = sorted([self.log.end_offset, *self._follower_end.values()], reverse=True)
+        own = [self.log.end_offset] if self.id in self.voters else []
+        ends = sorted([*own, *self._follower_end.values()], reverse=True)
         candidate = ends[self.majority - 1] if len(ends) >= self.majority else 0
         if candidate > self._epoch_start and candidate > self.high_watermark:
             self.high_watermark = candidate

@@ -72,20 +72,27 @@ class QuorumDriver:
         self.persistent = FilePersistentState(log_dir / METADATA_DIR)
         config = RaftConfig(fetch_timeout_ms=quorum.fetch_timeout_ms, election_timeout_ms=quorum.election_timeout_ms,
                             election_backoff_max_ms=quorum.election_backoff_max_ms)
-        self.node = RaftNode(node_id, tuple(quorum.voters), self.persistent, config, random.Random(), _now_ms())
+        # KIP-853: the bootstrap servers are peers -2, -3, ... (as Kafka's), asked while no voter is known
+        self._bootstrap = {-2 - i: addr for i, addr in enumerate(quorum.bootstrap_servers)}
+        self._learned: dict[int, tuple[str, int]] = {}  # a leader's endpoint from a Fetch answer's NodeEndpoints
+        self.node = RaftNode(node_id, tuple(quorum.voters), self.persistent, config, random.Random(), _now_ms(),
+                             bootstrap=tuple(self._bootstrap))
         # followers long-poll (Kafka's raft fetches wait up to 500 ms); well inside the fetch timeout
         self.fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS, quorum.fetch_timeout_ms // 4,
                                      quorum.request_timeout_ms // 2)
         # connections to the other voters' controller listeners (their TLS and SASL are the caller's business)
         self.connect = connect or plain_connect
-        self.peers = {v: self.connect(v, addr, f"raft-client-{node_id}", quorum.request_timeout_ms / 1000,
-                                      quorum.retry_backoff_ms / 1000)
-                      for v, addr in quorum.voters.items() if v != node_id}
-        self._pending: dict[int, dict[type, Message]] = {v: {} for v in self.peers}
-        self._wakeup = {v: asyncio.Event() for v in self.peers}
+        self.peers: dict[int, PeerClient] = {}
+        self._pending: dict[int, dict[type, Message]] = {}
+        self._wakeup: dict[int, asyncio.Event] = {}
         self._tasks: list[asyncio.Task] = []
+        self._started = False
+        for v in [*quorum.voters, *self.node.voters, *self._bootstrap]:
+            if v != node_id:
+                self._ensure_peer(v)
         self._stopped = False
         self._admin_clients: dict[int, PeerClient] = {}  # forward()
+        self._voter_change_pending = False  # an AddRaftVoter / RemoveRaftVoter in progress (one at a time)
         self._refused_by: set[int] = set()  # peers that answered INCONSISTENT_CLUSTER_ID (logged once each)
         self._applied = 0
         self._last_role = (None, -1)
@@ -113,11 +120,50 @@ class QuorumDriver:
 
     # -- life cycle -----------------------------------------------------------------------------------
     def start(self) -> None:
+        self._started = True
         self._tasks.append(asyncio.create_task(self._tick_loop(), name="quorum-tick"))
         for v in self.peers:
             self._tasks.append(asyncio.create_task(self._sender(v), name=f"quorum-peer-{v}"))
-        log.info("metadata quorum: node %d of voters %s, epoch %d, log end %d", self.id,
-                 ",".join(map(str, sorted(self.quorum.voters))), self.node.epoch, self.node.log.end_offset)
+        log.info("metadata quorum: node %d of voters %s (kraft.version %d), epoch %d, log end %d", self.id,
+                 ",".join(map(str, self.node.voters)) or "(none known yet)", self.node.kraft_version,
+                 self.node.epoch, self.node.log.end_offset)
+
+    # -- endpoints (KIP-853: a dynamic quorum's voters come and go) ------------------------------------
+    def endpoint(self, v: int) -> tuple[str, int] | None:
+        """The controller endpoint of node v: its VotersRecord entry, the static voters, what a leader's
+        Fetch answer said, or (v < 0) a bootstrap server."""
+        record = self.node.voter_nodes.get(v)
+        if record is not None:
+            names = self.quorum.controller_listener_names
+            for ep in record.get("endpoints") or ():
+                if not names or ep.get("name") == names[0]:
+                    return ep["host"], int(ep["port"])
+        if v in self.quorum.voters:
+            return self.quorum.voters[v]
+        return self._learned.get(v) or self._bootstrap.get(v)
+
+    def voter_endpoints(self) -> dict[int, tuple[str, int]]:
+        """The current voters' controller endpoints (those known)."""
+        out = {}
+        for v in self.node.voters:
+            ep = self.endpoint(v)
+            if ep is not None:
+                out[v] = ep
+        return out
+
+    def _ensure_peer(self, v: int) -> bool:
+        if v in self.peers:
+            return True
+        addr = self.endpoint(v)
+        if addr is None or v == self.id:
+            return False
+        self.peers[v] = self.connect(v, addr, f"raft-client-{self.id}", self.quorum.request_timeout_ms / 1000,
+                                     self.quorum.retry_backoff_ms / 1000)
+        self._pending[v] = {}
+        self._wakeup[v] = asyncio.Event()
+        if self._started and not self._stopped:
+            self._tasks.append(asyncio.create_task(self._sender(v), name=f"quorum-peer-{v}"))
+        return True
 
     async def stop(self, resign_timeout_s: float = 1.0) -> None:
         """Resign if leader (EndQuorumEpoch to the others, waited for at most `resign_timeout_s`),
@@ -165,7 +211,7 @@ class QuorumDriver:
 
     def _dispatch(self, out: list[tuple[int, Message]]) -> None:
         for dst, msg in out:
-            if dst in self._pending:
+            if dst in self._pending or self._ensure_peer(dst):
                 self._pending[dst][type(msg)] = msg
                 self._wakeup[dst].set()
 
@@ -289,14 +335,18 @@ class QuorumDriver:
         self._last_snapshot_ms = _now_ms()
         epoch = log_.epoch_at(offset)
         image_fn, cluster_id = self.snapshot_state(), self.cluster_id
-        self._snapshot_task = loop.create_task(self._snapshot(offset, epoch, image_fn, cluster_id),
+        voters = self.node.voter_records_at(offset)  # KIP-853: the voter set travels in the snapshot
+        self._snapshot_task = loop.create_task(self._snapshot(offset, epoch, image_fn, cluster_id, voters),
                                                name="quorum-snapshot")
 
-    async def _snapshot(self, offset: int, epoch: int, image_fn: Callable[[], Any], cluster_id: str | None) -> None:
+    async def _snapshot(self, offset: int, epoch: int, image_fn: Callable[[], Any], cluster_id: str | None,
+                        voters: list[dict] | None = None) -> None:
         directory = self.persistent.directory
 
         def build() -> Any:
             state = {"clusterId": cluster_id, "image": image_fn()}
+            if voters is not None:
+                state.update(voters=voters, kraftVersion=1)
             write_snapshot(directory, offset, epoch, state)
             return state
         try:
@@ -416,6 +466,9 @@ class QuorumDriver:
             resp = await peer.request(wire.fetch_request(msg, self.cluster_id, self.fetch_max_wait_ms),
                                       wire.FETCH_VERSION, KFetchResponse)
             answer = wire.from_fetch_response(resp, msg.fetch_offset, msg.fetch_id)
+            for ep in getattr(resp, "node_endpoints", None) or ():
+                if ep.node_id >= 0 and ep.node_id != self.id:
+                    self._learned[ep.node_id] = (ep.host, ep.port)
         elif isinstance(msg, FetchSnapshotRequest):
             snap = await self._download_snapshot(v, msg)
             self._dispatch(self.node.receive(snap, _now_ms()))
@@ -451,11 +504,107 @@ class QuorumDriver:
         that the quorum's traffic never waits behind them); raises PeerError."""
         client = self._admin_clients.get(v)
         if client is None:
+            address = self.endpoint(v)
+            if address is None:
+                raise PeerError(f"no endpoint known for controller {v}")
             client = self._admin_clients[v] = self.connect(
-                v, self.quorum.voters[v], f"forward-{self.id}", self.quorum.request_timeout_ms / 1000)
+                v, address, f"forward-{self.id}", self.quorum.request_timeout_ms / 1000)
         resp = await client.request(req, version, response_class)
         resp._header = None  # answered again under the caller's own header
         return resp
+
+    # -- voter changes (KIP-853: AddRaftVoter / RemoveRaftVoter, handled by the leader) ----------------
+    def _voter_change_precheck(self, what: str) -> tuple[int, str | None] | None:
+        """Kafka's checks before any voter change, in its order; None when the change may go ahead."""
+        from minikafka.protocol.errors import NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION
+        node = self.node
+        if node.role != LEADER:
+            return NOT_LEADER_OR_FOLLOWER, None
+        if self._voter_change_pending:
+            return REQUEST_TIMED_OUT, "Request timed out waiting for leader to handle previous voter change request"
+        if node.high_watermark <= node._epoch_start:
+            return REQUEST_TIMED_OUT, ("Request timed out waiting for leader to establish HWM and fence previous "
+                                       "voter changes")
+        if node.kraft_version < 1:
+            return UNSUPPORTED_VERSION, (f"Cluster doesn't support {what} voter because the kraft.version feature "
+                                         f"is {node.kraft_version}")
+        if node.voters_offset >= node.high_watermark:
+            return REQUEST_TIMED_OUT, ("Request timed out waiting for voters to commit the latest voter change at "
+                                       f"Optional[{node.voters_offset}] with HWM {node.high_watermark}")
+        return None
+
+    def _replica_caught_up(self, v: int) -> bool:
+        """Kafka's isReplicaCaughtUp: the replica fetched up to the leader's end within the fetch timeout."""
+        _end, _fetched, caught_up = self.follower_state.get(v, (-1, -1, -1))
+        return caught_up >= 0 and int(time.time() * 1000) - caught_up <= self.quorum.fetch_timeout_ms
+
+    async def add_voter(self, voter_id: int, directory_id: str, endpoints: list[dict],
+                        timeout_s: float) -> tuple[int, str | None]:
+        """(error code, message) of adding a voter: the VotersRecord with it appended once it is caught
+        up, answered when committed (REQUEST_TIMED_OUT if not within `timeout_s`)."""
+        from minikafka.protocol.errors import DUPLICATE_VOTER, REQUEST_TIMED_OUT
+        failed = self._voter_change_precheck("adding")
+        if failed is not None:
+            return failed
+        node = self.node
+        if voter_id in node.voters:
+            keys = ", ".join(f"ReplicaKey(id={v}, directoryId=Optional[{r.get('voterDirectoryId')}])"
+                             for v, r in sorted(node.voter_nodes.items()))
+            return DUPLICATE_VOTER, (f"The voter id for ReplicaKey(id={voter_id}, directoryId=Optional[{directory_id}])"
+                                     f" is already part of the set of voters [{keys}].")
+        self._voter_change_pending = True
+        try:
+            deadline = time.monotonic() + timeout_s
+            wait_until = time.monotonic() + min(timeout_s, self.quorum.fetch_timeout_ms / 1000)
+            while not self._replica_caught_up(voter_id):
+                left = wait_until - time.monotonic()
+                if left <= 0 or node.role != LEADER:
+                    return REQUEST_TIMED_OUT, (f"Aborted add voter operation for ReplicaKey(id={voter_id}, "
+                                               f"directoryId=Optional[{directory_id}]) since it is lagging behind")
+                await self.wait_for_change(min(left, 0.1))
+            entry = {"voterId": voter_id, "voterDirectoryId": directory_id, "endpoints": endpoints,
+                     "kRaftVersionFeature": {"minSupportedVersion": 0, "maxSupportedVersion": 1}}
+            return await self._append_voters([*node.voter_nodes.values(), entry], deadline)
+        finally:
+            self._voter_change_pending = False
+
+    async def remove_voter(self, voter_id: int, directory_id: str | None, timeout_s: float) -> tuple[int, str | None]:
+        from minikafka.protocol.errors import VOTER_NOT_FOUND
+        failed = self._voter_change_precheck("removing")
+        if failed is not None:
+            return failed
+        node = self.node
+        record = node.voter_nodes.get(voter_id)
+        if record is None or (directory_id is not None and record.get("voterDirectoryId") != directory_id):
+            keys = ", ".join(f"ReplicaKey(id={v}, directoryId=Optional[{r.get('voterDirectoryId')}])"
+                             for v, r in sorted(node.voter_nodes.items()))
+            return VOTER_NOT_FOUND, (f"Cannot remove voter ReplicaKey(id={voter_id}, "
+                                     f"directoryId=Optional[{directory_id}]) from the set of voters [{keys}]")
+        self._voter_change_pending = True
+        try:
+            rest = [r for v, r in node.voter_nodes.items() if v != voter_id]
+            return await self._append_voters(rest, time.monotonic() + timeout_s)
+        finally:
+            self._voter_change_pending = False
+
+    async def _append_voters(self, voters: list[dict], deadline: float) -> tuple[int, str | None]:
+        from minikafka.protocol.errors import NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT
+        from minikafka.raft.core import voters_record
+        node = self.node
+        offsets = self.propose([voters_record(voters)])
+        if offsets is None:
+            return NOT_LEADER_OR_FOLLOWER, None
+        epoch = node.epoch
+        log.info("metadata quorum: voters %s appended at offset %d", sorted(v["voterId"] for v in voters),
+                 offsets[0])
+        while node.high_watermark <= offsets[0]:
+            left = deadline - time.monotonic()
+            if node.epoch != epoch or node.role != LEADER:
+                return NOT_LEADER_OR_FOLLOWER, None
+            if left <= 0:
+                return REQUEST_TIMED_OUT, None
+            await self.wait_for_change(min(left, 0.2))
+        return 0, None
 
     # -- views ----------------------------------------------------------------------------------------
     def cluster_id_conflicts(self, theirs: str | None) -> bool:

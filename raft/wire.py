@@ -171,7 +171,8 @@ def from_fetch_request(req: Any, version: int) -> FetchRequest | None:
     return None
 
 
-def fetch_response(msg: FetchResponse, request_epoch: int) -> Any:
+def fetch_response(msg: FetchResponse, request_epoch: int,
+                   endpoints: list[tuple[int, str, int]] | None = None) -> Any:
     from kafka.protocol.consumer import FetchResponse as KFetchResponse
     P = KFetchResponse.FetchableTopicResponse.PartitionData
     error = NONE
@@ -185,7 +186,10 @@ def fetch_response(msg: FetchResponse, request_epoch: int) -> Any:
              snapshot_id=(P.SnapshotId(end_offset=msg.snapshot_id[0], epoch=msg.snapshot_id[1]) if msg.snapshot_id
                           else P.SnapshotId(end_offset=-1, epoch=-1)), aborted_transactions=None,
              preferred_read_replica=-1, records=encode_entries(msg.base_offset, msg.entries))
-    return KFetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, node_endpoints=[],
+    # NodeEndpoints (v16+): the leader's controller endpoint, so that an observer that found it through a
+    # bootstrap server (KIP-853) can fetch from it
+    nodes = [KFetchResponse.NodeEndpoint(node_id=n, host=h, port=p, rack=None) for n, h, p in endpoints or ()]
+    return KFetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, node_endpoints=nodes,
                           responses=[KFetchResponse.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID,
                                                                            partitions=[part])])
 

@@ -115,6 +115,23 @@ def cmd_storage(args: argparse.Namespace) -> int:
         print(f"minikafka storage: configuration error: {exc}", file=sys.stderr)
         return 2
     data_dir = config.log_dirs[0]
+    if args.action == "random-uuid":
+        from minikafka.raft.config import new_cluster_id
+        print(new_cluster_id())
+        return 0
+    if args.standalone or args.initial_controllers or args.no_initial_controllers or args.cluster_id:
+        from minikafka.broker.cluster.storage_format import FormatError, format_storage
+        try:
+            for line in format_storage(config, args.cluster_id, standalone=args.standalone,
+                                       initial_controllers=args.initial_controllers,
+                                       no_initial_controllers=args.no_initial_controllers,
+                                       ignore_formatted=args.ignore_formatted):
+                print(line)
+        except (FormatError, OSError) as exc:
+            print(f"minikafka storage format: {exc}", file=sys.stderr)
+            return 1
+        if not args.add_scram:
+            return 0
     try:
         added = add_scram_credentials(data_dir, args.add_scram or [])
     except (ScramSpecError, CredentialStoreError, OSError) as exc:
@@ -129,13 +146,23 @@ def cmd_storage(args: argparse.Namespace) -> int:
 
 def _add_storage_parser(sub: argparse._SubParsersAction) -> None:
     storage = sub.add_parser("storage", help="prepare a data dir before the first start (SCRAM users)")
-    storage.add_argument("action", choices=["format"])
+    storage.add_argument("action", choices=["format", "random-uuid"])
     storage.add_argument("--config", "-c", help="server.properties file (its log.dirs is the data dir)")
     storage.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                          help="override one config key, e.g. log.dirs=/var/lib/minikafka (repeatable)")
     storage.add_argument("--add-scram", "-S", action="append", metavar="SPEC",
                          help="'SCRAM-SHA-256=[name=admin,password=admin-secret]' (repeatable; "
                               "optional iterations=N, 4096..16384)")
+    # KIP-853 (a dynamic metadata quorum, kraft.version 1), as kafka-storage format
+    storage.add_argument("--cluster-id", "-t", help="the cluster id (meta.properties)")
+    storage.add_argument("--standalone", "-s", action="store_true",
+                         help="this controller alone is the quorum's first voter")
+    storage.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIRID,...",
+                         help="the quorum's first voters")
+    storage.add_argument("--no-initial-controllers", "-N", action="store_true",
+                         help="a controller that joins an existing dynamic quorum (add-controller)")
+    storage.add_argument("--ignore-formatted", "-g", action="store_true",
+                         help="keep log dirs already formatted")
     storage.set_defaults(fn=cmd_storage)
 
 

@@ -388,6 +388,13 @@ class ClusterRuntime:
         await self._open_once_followed()
 
     # -- requests to the active controller ---------------------------------------------------------------
+    def _controller_endpoint(self, node: int) -> tuple[str, int]:
+        """The controller's endpoint: the static voters, or (KIP-853) the voter set in the log."""
+        address = self.driver.endpoint(node)
+        if address is None:
+            raise PeerError(f"no endpoint known for controller {node}")
+        return address
+
     def _client(self, node: int, channel: str) -> PeerClient:
         client = self._clients.get((node, channel))
         if client is None:
@@ -395,7 +402,7 @@ class ClusterRuntime:
             # session, or the new controller fences this live broker
             timeout = self.lifecycle_timeout_s if channel == "lifecycle" else self.request_timeout_s * 5
             client = self._clients[(node, channel)] = self.peer_factory.controller_client(
-                node, self.driver.quorum.voters[node], f"broker-{self.node_id}-{channel}", timeout,
+                node, self._controller_endpoint(node), f"broker-{self.node_id}-{channel}", timeout,
                 self.driver.quorum.retry_backoff_ms / 1000, max_backoff_s=0.25 if channel == "lifecycle" else 1.0)
         return client
 

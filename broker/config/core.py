@@ -13,7 +13,7 @@ from typing import Mapping
 import re
 
 from minikafka.storage.errors import InvalidConfigError
-from minikafka.raft.config import QuorumConfig, parse_voters
+from minikafka.raft.config import QuorumConfig, parse_bootstrap_servers, parse_voters
 from minikafka.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -429,10 +429,9 @@ def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
         raise ConfigError(f"process.roles: unknown role(s) {sorted(roles - {'broker', 'controller'})}")
     voters = parse_voters(cfg.get("controller.quorum.voters"))
     names = tuple(n.strip().upper() for n in cfg.get("controller.listener.names").split(",") if n.strip())
-    if set(voters) <= {cfg.node_id}:
-        if cfg.get("controller.quorum.bootstrap.servers").strip() and not voters:
-            raise ConfigError("controller.quorum.bootstrap.servers without controller.quorum.voters (a dynamic "
-                              "quorum, KIP-853) is not supported yet: list the voters in controller.quorum.voters")
+    # KIP-853: bootstrap servers without voters — a dynamic quorum whose voter set is in the log
+    bootstrap = () if voters else parse_bootstrap_servers(cfg.get("controller.quorum.bootstrap.servers"))
+    if set(voters) <= {cfg.node_id} and not bootstrap:
         return None
     if roles == {"broker"}:  # Kafka's checks for a broker-only node
         if cfg.node_id in voters:
@@ -445,7 +444,7 @@ def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
             raise ConfigError("controller.listener.names must not contain a value appearing in the 'listeners' "
                               "configuration when running KRaft with just the broker role")
     elif roles == {"controller"}:  # a controller-only node: a voter serving only the quorum's listener(s)
-        if cfg.node_id not in voters:
+        if cfg.node_id not in voters and not bootstrap:
             raise ConfigError(f"If process.roles contains the 'controller' role, the node id {cfg.node_id} must "
                               f"be included in the set of voters controller.quorum.voters={set(voters)}")
         if not names:
@@ -456,7 +455,7 @@ def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
             raise ConfigError("The listeners config must only contain KRaft controller listeners from "
                               "controller.listener.names when process.roles=controller")
     else:
-        if cfg.node_id not in voters:
+        if cfg.node_id not in voters and not bootstrap:
             raise ConfigError(f"If process.roles contains the 'controller' role, the node id {cfg.node_id} must "
                               f"be included in the set of voters controller.quorum.voters={set(voters)}")
         if not names:
@@ -473,7 +472,7 @@ def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
     return QuorumConfig(voters, names, *timeouts,
                         snapshot_max_bytes=int(cfg.get("metadata.log.max.record.bytes.between.snapshots")),
                         snapshot_interval_ms=int(cfg.get("metadata.log.max.snapshot.interval.ms")),
-                        roles=frozenset(roles))
+                        roles=frozenset(roles), bootstrap_servers=bootstrap)
 
 
 class BrokerConfig:

@@ -275,7 +275,8 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
          "`id@host:port,...` of the quorum's voters (their controller listeners); naming only this node, or "
          "empty: a single node."),
         (("controller.quorum.bootstrap.servers",),
-         "Accepted only with `controller.quorum.voters`: dynamic quorums (KIP-853) are not served yet."),
+         "`host:port,...` of controllers to find the quorum through; without `controller.quorum.voters`: a "
+         "dynamic quorum (KIP-853) whose voters are in the metadata log (`storage format --standalone`)."),
         (("controller.listener.names",), "The listener(s) the quorum's RPCs are served on (the first is the one voters call)."),
         (("controller.quorum.fetch.timeout.ms", "controller.quorum.election.timeout.ms",
           "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",

@@ -67,7 +67,7 @@ def _controllers(ctx: RequestContext, req: DescribeClusterRequest, endpoint_type
                                        controller_id=-1, brokers=[])
     controllers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=v, host=host, port=port, rack=None,
                                                                  is_fenced=False)
-                   for v, (host, port) in sorted(driver.quorum.voters.items())]
+                   for v, (host, port) in sorted(driver.voter_endpoints().items())]
     leader = driver.node.leader
     ops = authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME) if req.include_cluster_authorized_operations \
         else None

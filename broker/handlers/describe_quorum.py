@@ -19,7 +19,10 @@ from minikafka.broker.network.context import RequestContext
 from minikafka.broker.network.registry import handles
 from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster
-from minikafka.protocol.errors import CLUSTER_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION
+from minikafka.protocol.errors import (CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
+                                       UNSUPPORTED_VERSION)
+from minikafka.protocol.messages import (AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest,
+                                         RemoveRaftVoterResponse)
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
@@ -60,3 +63,34 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
                  for adv in (state.advertised_for(listener.name),)]
     return DescribeQuorumResponse(error_code=0, error_message="", nodes=[Node(node_id=node_id, listeners=endpoints)],
                                   topics=[DescribeQuorumResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+
+
+# AddRaftVoter (80) / RemoveRaftVoter (81) on a single node: Kafka's single combined node with static
+# voters (kraft.version 0) refuses both with UNSUPPORTED_VERSION and its message, after its checks of the
+# request (a voter with a directory id). A dynamic quorum (KIP-853) is a quorum node: broker/handlers/quorum.py.
+def _no_voter(voter_id: int, directory_id) -> bool:
+    return voter_id < 0 or directory_id is None or getattr(directory_id, "int", 0) == 0
+
+
+@handles(AddRaftVoterRequest, AddRaftVoterResponse, 0, 1)
+async def handle_add_raft_voter(ctx: RequestContext, req: AddRaftVoterRequest) -> AddRaftVoterResponse:
+    if not authorize_cluster(ctx, acl.ALTER):
+        return AddRaftVoterResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                    error_message="Cluster authorization failed.")
+    if _no_voter(req.voter_id, req.voter_directory_id):
+        return AddRaftVoterResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
+                                    error_message="Add voter request didn't include a valid voter")
+    return AddRaftVoterResponse(throttle_time_ms=0, error_code=UNSUPPORTED_VERSION, error_message=(
+        "Cluster doesn't support adding voter because the kraft.version feature is 0"))
+
+
+@handles(RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0)
+async def handle_remove_raft_voter(ctx: RequestContext, req: RemoveRaftVoterRequest) -> RemoveRaftVoterResponse:
+    if not authorize_cluster(ctx, acl.ALTER):
+        return RemoveRaftVoterResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                       error_message="Cluster authorization failed.")
+    if _no_voter(req.voter_id, req.voter_directory_id):
+        return RemoveRaftVoterResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
+                                       error_message="Remove voter request didn't include a valid voter")
+    return RemoveRaftVoterResponse(throttle_time_ms=0, error_code=UNSUPPORTED_VERSION, error_message=(
+        "Cluster doesn't support removing voter because the kraft.version feature is 0"))

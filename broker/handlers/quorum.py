@@ -24,6 +24,8 @@ from minikafka.protocol.peer_client import PeerError
 from minikafka.raft.core import (LEADER, FetchResponse as CoreFetchResponse,
                                         FetchSnapshotResponse as CoreFetchSnapshotResponse,
                                         VoteResponse as CoreVoteResponse)
+from minikafka.protocol.messages import (AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest,
+                                         RemoveRaftVoterResponse)
 from minikafka.protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
                                   EndQuorumEpochResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest,
                                   VoteResponse)
@@ -35,6 +37,7 @@ from minikafka.protocol.errors import (
     BROKER_NOT_AVAILABLE,
     CLUSTER_AUTHORIZATION_FAILED,
     INCONSISTENT_CLUSTER_ID,
+    INVALID_REQUEST,
     NOT_LEADER_OR_FOLLOWER,
     POSITION_OUT_OF_RANGE,
     SNAPSHOT_NOT_FOUND,
@@ -114,10 +117,22 @@ async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchRe
         told[msg.replica] = reply.high_watermark
     if reply is None:  # the core always answers a fetch; be safe
         reply = CoreFetchResponse(driver.node.epoch, driver.node.leader, fenced=True)
-    return wire.fetch_response(reply, msg.epoch)
+    leader_ep = driver.endpoint(reply.leader) if reply.leader is not None and ctx.api_version >= 16 else None
+    if reply.leader == driver.id and leader_ep is None:
+        leader_ep = _own_controller_endpoint(ctx)
+    return wire.fetch_response(reply, msg.epoch, [(reply.leader, *leader_ep)] if leader_ep else None)
 
 
-@handles(FetchSnapshotRequest, FetchSnapshotResponse, 0, 0, controller=True)
+def _own_controller_endpoint(ctx: RequestContext) -> tuple[str, int] | None:
+    config = ctx.broker.config
+    names = config.controller_listener_names
+    for listener in [*config.advertised_listeners, *config.listeners]:
+        if names and listener.name == names[0]:
+            return listener.host, listener.port
+    return None
+
+
+@handles(FetchSnapshotRequest, FetchSnapshotResponse, 0, 1, controller=True)
 async def handle_fetch_snapshot(ctx: RequestContext, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
     """KIP-630: a chunk of the leader's snapshot file (the core checks the epoch and that the snapshot
     is still the leader's; the file is read in a worker thread)."""
@@ -178,12 +193,13 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
     if node.role == LEADER:
         now = int(time.time() * 1000)
         for v in node.voters:
+            directory = _directory_id(node.voter_nodes.get(v))
             if v == node.id:
-                voters.append(R(replica_id=v, replica_directory_id=None, log_end_offset=node.log.end_offset,
+                voters.append(R(replica_id=v, replica_directory_id=directory, log_end_offset=node.log.end_offset,
                                 last_fetch_timestamp=now, last_caught_up_timestamp=now))
             else:
                 end, fetched, caught_up = driver.follower_state.get(v, (-1, -1, -1))
-                voters.append(R(replica_id=v, replica_directory_id=None, log_end_offset=end,
+                voters.append(R(replica_id=v, replica_directory_id=directory, log_end_offset=end,
                                 last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up))
         for o in sorted(set(driver.follower_state) - set(node.voters)):  # broker-only nodes (observers)
             end, fetched, caught_up = driver.follower_state[o]
@@ -196,8 +212,85 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
              leader_id=-1 if node.leader is None else node.leader, leader_epoch=node.epoch,
              high_watermark=node.high_watermark, current_voters=voters, observers=observers)
     listener = driver.quorum.controller_listener_names[0]
-    nodes = [DescribeQuorumResponse.Node(node_id=v, listeners=[DescribeQuorumResponse.Node.Listener(
-                 name=listener, host=host, port=port)])
-             for v, (host, port) in sorted(driver.quorum.voters.items())] if node.role == LEADER else []
+    L = DescribeQuorumResponse.Node.Listener
+    nodes = []
+    if node.role == LEADER:
+        for v in node.voters:
+            record = node.voter_nodes.get(v)
+            if record is not None:  # a dynamic quorum: the voter's listeners as its VotersRecord entry has them
+                listeners = [L(name=e["name"], host=e["host"], port=int(e["port"])) for e in record.get("endpoints") or ()]
+            else:
+                host, port = driver.quorum.voters[v]
+                listeners = [L(name=listener, host=host, port=port)]
+            nodes.append(DescribeQuorumResponse.Node(node_id=v, listeners=listeners))
     return DescribeQuorumResponse(error_code=0, error_message="", nodes=nodes, topics=[
         DescribeQuorumResponse.TopicData(topic_name=wire.METADATA_TOPIC, partitions=[part])])
+
+
+def _directory_id(record) -> "uuid.UUID | None":
+    import base64
+    import uuid
+    value = (record or {}).get("voterDirectoryId")
+    if not value:
+        return None
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+
+
+def _directory_str(value) -> str | None:
+    """A request's directory id (a UUID) as Kafka prints it (url-safe base64, no padding); None if zero."""
+    import base64
+    if value is None or getattr(value, "int", 0) == 0:
+        return None
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+async def _voter_rpc(ctx: RequestContext, req, response_class, change):
+    """AddRaftVoter / RemoveRaftVoter: served by the quorum leader; another controller answers
+    NOT_LEADER_OR_FOLLOWER, a broker listener forwards to the leader (Kafka's brokers forward them)."""
+    def answer(error, message=None):
+        return response_class(throttle_time_ms=0, error_code=error, error_message=message)
+    if not authorize_cluster(ctx, acl.ALTER):
+        return answer(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    driver = _driver(ctx)
+    if driver is None:
+        return answer(BROKER_NOT_AVAILABLE)
+    if driver.cluster_id_conflicts(req.cluster_id):
+        return answer(INCONSISTENT_CLUSTER_ID, f'The given id "{req.cluster_id}" doesn\'t match the cluster id '
+                                               f'"{driver.cluster_id}"')
+    node = driver.node
+    if ctx.listener not in ctx.broker.config.controller_listener_names and node.role != LEADER:
+        if node.leader is None:
+            return answer(NOT_LEADER_OR_FOLLOWER)
+        try:
+            return await driver.forward(node.leader, req, ctx.api_version, response_class)
+        except PeerError:
+            return answer(NOT_LEADER_OR_FOLLOWER)
+    error, message = await change(driver)
+    return answer(error, message)
+
+
+@handles(AddRaftVoterRequest, AddRaftVoterResponse, 0, 1, controller=True)
+async def handle_add_raft_voter(ctx: RequestContext, req: AddRaftVoterRequest) -> AddRaftVoterResponse:
+    async def change(driver):
+        directory = _directory_str(req.voter_directory_id)
+        if req.voter_id < 0 or directory is None:
+            return INVALID_REQUEST, "Add voter request didn't include a valid voter"
+        endpoints = [{"name": l.name, "host": l.host, "port": l.port} for l in req.listeners or ()]
+        listener = driver.quorum.controller_listener_names[0]
+        if driver.node.role == LEADER and not any(e["name"] == listener for e in endpoints):
+            shown = ", ".join(f"{e['name']}=/{e['host']}:{e['port']}" for e in endpoints)
+            return INVALID_REQUEST, (f"Add voter request didn't include the endpoint (Endpoints(endpoints={{{shown}}}))"
+                                     f" for the default listener ListenerName({listener})")
+        timeout_s = max(req.timeout_ms, 0) / 1000 or driver.quorum.request_timeout_ms / 1000
+        return await driver.add_voter(req.voter_id, directory, endpoints, timeout_s)
+    return await _voter_rpc(ctx, req, AddRaftVoterResponse, change)
+
+
+@handles(RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0, controller=True)
+async def handle_remove_raft_voter(ctx: RequestContext, req: RemoveRaftVoterRequest) -> RemoveRaftVoterResponse:
+    async def change(driver):
+        directory = _directory_str(req.voter_directory_id)
+        if req.voter_id < 0 or directory is None:
+            return INVALID_REQUEST, "Remove voter request didn't include a valid voter"
+        return await driver.remove_voter(req.voter_id, directory, driver.quorum.request_timeout_ms / 1000)
+    return await _voter_rpc(ctx, req, RemoveRaftVoterResponse, change)

@@ -79,6 +79,8 @@ API_TABLE: dict[int, ApiEntry] = {
     50: ApiEntry("scram_credentials", 0, 0),  # DescribeUserScramCredentials
     51: ApiEntry("scram_credentials", 0, 0),  # AlterUserScramCredentials
     55: ApiEntry("describe_quorum", 0, 2),  # DescribeQuorum (a single node; a quorum node: QUORUM_BROKER_API_TABLE)
+    80: ApiEntry("describe_quorum", 0, 1),  # AddRaftVoter (a single node: kraft.version 0, as Kafka's static node)
+    81: ApiEntry("describe_quorum", 0, 0),  # RemoveRaftVoter
     57: ApiEntry("update_features", 0, 2),
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     61: ApiEntry("describe_producers", 0, 0),
@@ -136,7 +138,9 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
     36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     56: ApiEntry("controller", 2, 3),  # AlterPartition (partition leaders' ISR changes)
-    59: ApiEntry("quorum", 0, 0),  # FetchSnapshot (KIP-630: a follower behind the leader's log start)
+    59: ApiEntry("quorum", 0, 1),  # FetchSnapshot (KIP-630: a follower behind the leader's log start)
+    80: ApiEntry("quorum", 0, 1),  # AddRaftVoter (KIP-853, the quorum leader; kraft.version 1)
+    81: ApiEntry("quorum", 0, 0),  # RemoveRaftVoter
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     62: ApiEntry("controller", 0, 4),  # BrokerRegistration
     63: ApiEntry("controller", 0, 2),  # BrokerHeartbeat
@@ -150,6 +154,8 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
 # advertises none of these (as before the quorum existed).
 QUORUM_BROKER_API_TABLE: dict[int, ApiEntry] = {
     55: ApiEntry("quorum", 0, 2),  # DescribeQuorum
+    80: ApiEntry("quorum", 0, 1),  # AddRaftVoter (forwarded to the quorum leader)
+    81: ApiEntry("quorum", 0, 0),  # RemoveRaftVoter
 }
 
 # imported before the listeners open: what a client's first requests need

@@ -193,12 +193,22 @@ def test_a_single_voter_or_no_voters_is_a_single_node_as_before():
     ({"process.roles": "controller"}, "must only contain KRaft controller listeners"),
     ({"controller.listener.names": "NOPE"}, "not a listener"),
     ({"controller.listener.names": ""}, "controller.listener.names"),
-    ({"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "h:1"}, "KIP-853"),
+    ({"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "h:1:2"}, "is not host:port"),
     ({"controller.quorum.fetch.timeout.ms": "0"}, "positive"),
 ])
 def test_bad_quorum_configs_are_refused(change, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig({**BASE, **change})
+
+
+def test_bootstrap_servers_without_voters_make_a_dynamic_quorum():
+    """KIP-853: the voters come from the metadata log; the node need not be named anywhere."""
+    cfg = BrokerConfig({**BASE, "controller.quorum.voters": "", "controller.quorum.bootstrap.servers":
+                        "127.0.0.1:9093,[::1]:9193"})
+    assert cfg.quorum is not None and cfg.quorum.dynamic and cfg.quorum.voters == {}
+    assert cfg.quorum.bootstrap_servers == (("127.0.0.1", 9093), ("::1", 9193))
+    static = BrokerConfig({**BASE, "controller.quorum.bootstrap.servers": "127.0.0.1:9093"})
+    assert not static.quorum.dynamic and static.quorum.bootstrap_servers == ()  # the voters win, as Kafka's
 
 
 def test_a_broker_only_node_is_an_observer():

@@ -1,0 +1,159 @@
+"""A dynamic metadata quorum (KIP-853, kraft.version 1): one controller formatted `--standalone`, two more
+formatted `--no-initial-controllers` that find it through controller.quorum.bootstrap.servers and fetch
+as observers, grown to three voters with Kafka's own `kafka-metadata-quorum add-controller`, a leader
+kill after the growth (the other two elect a leader and keep serving), `remove-controller` shrinking it,
+and Kafka's errors of AddRaftVoter / RemoveRaftVoter. minikafka only: Kafka's lab runs one combined node
+with static voters, so the growth cannot be run against it (the tool and the Java Admin client are Kafka's)."""
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from minikafka.testing import MiniKafka, free_port, minikafka_command
+from minikafka.testing_cluster import FAST_FAILOVER
+
+pytestmark = [pytest.mark.minikafka_only]
+
+HOST = "127.0.0.1"
+
+
+def _config(n: int, port: int, controller: int, bootstrap: str) -> dict[str, str]:
+    return {"node.id": str(n), "process.roles": "broker,controller",
+            "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+            "controller.quorum.bootstrap.servers": bootstrap, **FAST_FAILOVER}
+
+
+def _format(config: dict[str, str], data_dir, *args: str) -> subprocess.CompletedProcess:
+    overrides = [a for k, v in {**config, "log.dirs": str(data_dir)}.items() for a in ("--override", f"{k}={v}")]
+    return subprocess.run([*minikafka_command(), "storage", "format", *overrides, *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def _props_file(path, config: dict[str, str], data_dir) -> str:
+    path.write_text("".join(f"{k}={v}\n" for k, v in {**config, "log.dirs": str(data_dir)}.items()))
+    return str(path)
+
+
+def _quorum(lab, controller_port: int, *args: str) -> subprocess.CompletedProcess:
+    return lab.run_tool("kafka-metadata-quorum", ["--bootstrap-controller", f"{HOST}:{controller_port}", *args],
+                        timeout=90)
+
+
+def _status(lab, controller_port: int) -> dict[str, str]:
+    res = _quorum(lab, controller_port, "describe", "--status")
+    assert res.returncode == 0, res.stderr[-2000:]
+    return dict(re.findall(r"^(\w+):\s+(.*)$", res.stdout, re.M))
+
+
+def _voter_ids(status: dict[str, str]) -> list[int]:
+    return sorted(int(i) for i in re.findall(r'"id": (\d+)', status["CurrentVoters"]))
+
+
+def _wait(predicate, timeout: float = 30.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (AssertionError, OSError, subprocess.SubprocessError):
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out: {what}")
+        time.sleep(0.5)
+
+
+def _directory_id(data_dir) -> str:
+    return re.search(r"^directory.id=(\S+)$", (data_dir / "meta.properties").read_text(), re.M).group(1)
+
+
+@pytest.fixture()
+def dynamic(tmp_path):
+    ports = {n: free_port() for n in (1, 2, 3)}
+    controllers = {n: free_port() for n in (1, 2, 3)}
+    bootstrap = f"{HOST}:{controllers[1]}"
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    configs = {n: _config(n, ports[n], controllers[n], bootstrap) for n in (1, 2, 3)}
+    dirs = {n: tmp_path / f"node{n}" for n in (1, 2, 3)}
+    res = _format(configs[1], dirs[1], "--cluster-id", cluster_id, "--standalone")
+    assert res.returncode == 0, res.stderr
+    for n in (2, 3):
+        res = _format(configs[n], dirs[n], "--cluster-id", cluster_id, "--no-initial-controllers")
+        assert res.returncode == 0, res.stderr
+    nodes = {n: MiniKafka(config=configs[n], data_dir=dirs[n], port=ports[n], start=False) for n in (1, 2, 3)}
+    try:
+        for n in (1, 2, 3):
+            nodes[n].start()
+        yield {"nodes": nodes, "controllers": controllers, "configs": configs, "dirs": dirs, "ports": ports,
+               "cluster_id": cluster_id, "tmp": tmp_path}
+    finally:
+        for node in nodes.values():
+            node.close()
+
+
+def test_storage_format_refuses_as_kafka(tmp_path):
+    config = _config(1, free_port(), free_port(), f"{HOST}:1")
+    res = _format(config, tmp_path / "d", "--cluster-id", "AAAAAAAAAAAAAAAAAAAAAA")
+    assert res.returncode == 1 and "you must specify one of the following: --standalone" in res.stderr
+    res = _format(config, tmp_path / "d", "--cluster-id", "AAAAAAAAAAAAAAAAAAAAAA", "--standalone",
+                  "--no-initial-controllers")
+    assert res.returncode == 1
+    assert _format(config, tmp_path / "d", "--cluster-id", "AAAAAAAAAAAAAAAAAAAAAA", "--standalone").returncode == 0
+    assert (tmp_path / "d" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").exists()
+    res = _format(config, tmp_path / "d", "--cluster-id", "AAAAAAAAAAAAAAAAAAAAAA", "--standalone")
+    assert res.returncode == 1 and "is already formatted" in res.stderr
+
+
+def test_grow_from_one_standalone_controller_to_three_then_shrink(dynamic):
+    lab = pytest.importorskip("scripts.apache_kafka")
+    c, dirs, configs, tmp = dynamic["controllers"], dynamic["dirs"], dynamic["configs"], dynamic["tmp"]
+    status = _wait(lambda: _status(lab, c[1]), what="describe --status")
+    assert _voter_ids(status) == [1] and int(status["LeaderId"]) == 1
+    assert status["ClusterId"] == dynamic["cluster_id"]
+    # the observers fetch the log: they show up as observers of the quorum
+    _wait(lambda: {2, 3} <= {int(i) for i in re.findall(r'"id": (\d+)', _status(lab, c[1])["CurrentObservers"])},
+          what="nodes 2 and 3 observe")
+    # a voter that already is one: DUPLICATE_VOTER (Kafka's message)
+    res = _quorum(lab, c[1], "--command-config", _props_file(tmp / "n1.properties", configs[1], dirs[1]),
+                  "add-controller")
+    assert res.returncode != 0 and "DuplicateVoterException" in res.stderr, res.stderr[-2000:]
+    for n in (2, 3):
+        props = _props_file(tmp / f"n{n}.properties", configs[n], dirs[n])
+        res = _quorum(lab, c[1], "--command-config", props, "add-controller")
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert (f"Added controller {n} with directory id {_directory_id(dirs[n])} and endpoints: "
+                f"CONTROLLER://{HOST}:{c[n]}") in res.stdout
+    status = _status(lab, c[2])
+    assert _voter_ids(status) == [1, 2, 3]
+    res = _quorum(lab, c[1], "describe", "--replication")
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [line.split() for line in res.stdout.splitlines()[1:] if line.strip()]
+    assert sorted((int(r[0]), r[-1]) for r in rows) == [(1, "Leader"), (2, "Follower"), (3, "Follower")]
+
+    # kill -9 the leader: nodes 2 and 3 (a majority of the three voters) elect one of them and serve
+    dynamic["nodes"][1].kill()
+    status = _wait(lambda: (s := _status(lab, c[2])) and int(s["LeaderId"]) in (2, 3) and s, timeout=60,
+                   what="a new leader among 2 and 3")
+    leader = int(status["LeaderId"])
+    res = lab.run_tool("kafka-topics", ["--bootstrap-server", f"{HOST}:{dynamic['ports'][leader]}", "--create",
+                                        "--topic", "after-failover", "--partitions", "1",
+                                        "--replication-factor", "2"], timeout=90)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+    # remove-controller node 1 (its directory id): the quorum shrinks to 2 and 3
+    res = _quorum(lab, c[leader], "remove-controller", "--controller-id", "1",
+                  "--controller-directory-id", _directory_id(dirs[1]))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert _voter_ids(_status(lab, c[leader])) == [2, 3]
+    # removing it again: VOTER_NOT_FOUND
+    res = _quorum(lab, c[leader], "remove-controller", "--controller-id", "1",
+                  "--controller-directory-id", _directory_id(dirs[1]))
+    assert res.returncode != 0 and "VoterNotFoundException" in res.stderr, res.stderr[-2000:]
