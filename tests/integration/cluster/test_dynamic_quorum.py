@@ -148,6 +148,11 @@ def test_grow_from_one_standalone_controller_to_three_then_shrink(dynamic):
                                         "--replication-factor", "2"], timeout=90)
     assert res.returncode == 0, res.stderr[-2000:]
 
+    # node 1 restarts from its data: the voter set is in its log, it follows the new leader as a voter
+    dynamic["nodes"][1].start()
+    _wait(lambda: (s := _status(lab, c[leader])) and int(s["LeaderId"]) == leader and _voter_ids(s) == [1, 2, 3]
+          and int(s["MaxFollowerLag"]) == 0, timeout=60, what="node 1 back as a caught-up voter")
+
     # remove-controller node 1 (its directory id): the quorum shrinks to 2 and 3
     res = _quorum(lab, c[leader], "remove-controller", "--controller-id", "1",
                   "--controller-directory-id", _directory_id(dirs[1]))
@@ -157,3 +162,6 @@ def test_grow_from_one_standalone_controller_to_three_then_shrink(dynamic):
     res = _quorum(lab, c[leader], "remove-controller", "--controller-id", "1",
                   "--controller-directory-id", _directory_id(dirs[1]))
     assert res.returncode != 0 and "VoterNotFoundException" in res.stderr, res.stderr[-2000:]
+    # node 1 stays an observer of the quorum (it still fetches the log)
+    _wait(lambda: 1 in {int(i) for i in re.findall(r'"id": (\d+)', _status(lab, c[leader])["CurrentObservers"])},
+          what="node 1 observes")
