@@ -328,6 +328,8 @@ class JwksValidator:
             decoded = jwt.decode(token, keys, algorithms=list(SIGNED_ALGORITHMS))
         except (JoseError, ValueError, TypeError, KeyError) as exc:
             raise TokenError(f"Could not validate the access token: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - anything else the library meets in a hostile token: refused
+            raise TokenError(f"Could not validate the access token: {type(exc).__name__}") from None
         claims = decoded.claims
         now = now_ms / 1000.0
         skew = self.clock_skew_s
@@ -396,7 +398,10 @@ class OAuthBearerServer:
         self._error = None
         token_value, authzid, extensions = parse_initial_response(data)
         try:
-            token = self._validator.validate(token_value, int(self._wall() * 1000))
+            try:
+                token = self._validator.validate(token_value, int(self._wall() * 1000))
+            except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # hostile claim values: refused
+                raise TokenError(f"malformed token: {type(exc).__name__}") from None
         except TokenError as exc:
             self._error = json_error(exc.status, exc.scope)
             log.debug("OAUTHBEARER token refused (%s): %s", self._error, exc)

@@ -312,3 +312,33 @@ def test_oauthbearer_is_no_mechanism_for_a_nodes_own_connections(tmp_path):
         "listener.name.internal.oauthbearer.sasl.jaas.config": JAAS})
     with pytest.raises(ConfigError, match="does not support for its own connections"):
         peer_factory(cfg)
+
+
+@pytest.mark.parametrize("validator", ["unsecured", "jwks"])
+def test_hostile_first_messages_only_ever_fail_authentication(jwks, validator):
+    """Random and crafted messages: the server answers, or raises its two authentication errors, nothing else."""
+    import random
+    _, path = jwks
+    if validator == "jwks":
+        v = JwksValidator(JwksSource(path.as_uri(), 3600_000, 10_000))
+        asyncio.run(v.prepare(""))
+    else:
+        v = UnsecuredValidator()
+    rng = random.Random(31)
+    crafted = [unsecured({"sub": "a", "exp": 10 ** 400}), unsecured({"sub": "a", "exp": 1, "iat": [1]}),
+               unsecured({"sub": ["a"], "exp": NOW + 9}), unsecured({"sub": "a", "exp": True}),
+               f"{b64({'alg': 'none'})}.{base64.urlsafe_b64encode(b'[' * 100000).decode()}.",
+               f"{base64.urlsafe_b64encode(b'{' * 100000).decode()}.e30.", "a.b.c", "....", "=.=.=",
+               f"{b64({'alg': 'RS256', 'kid': 7})}.{b64({'sub': 'a'})}.AAAA"]
+    messages = [first_message(t) for t in crafted]
+    messages += [bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300))) for _ in range(200)]
+    messages += [first_message("".join(rng.choice("ab.-_~+/=") for _ in range(rng.randrange(1, 80))))
+                 for _ in range(200)]
+    for message in messages:
+        server = OAuthBearerServer(v, wall=lambda: NOW)
+        try:
+            answer = server.evaluate(message)
+        except (OAuthSaslError, OAuthAuthError):
+            continue
+        assert answer in (b"", b'{"status":"invalid_token"}')
+        assert not server.complete or server.username
