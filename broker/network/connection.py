@@ -186,6 +186,7 @@ class Connection(asyncio.BufferedProtocol):
         self._close_after_response = False
         self._close_delay = 0.0
         self._throttle_s = 0.0  # client quotas: read nothing more for this long after the response (KIP-219)
+        self.refused_delay_s = 0.0  # set by the registry: an ip over its connection_creation_rate
         # a controller listener (KRaft combined mode) serves registry.CONTROLLER_API_TABLE only
         self.controller = state is not None and listener in getattr(state.config, "controller_listener_names", ())
         self.quorum = state is not None and getattr(state.config, "quorum", None) is not None
@@ -266,7 +267,14 @@ class Connection(asyncio.BufferedProtocol):
             self.ip = self.peer = str(peer)
         if not self.registry.admit(self):
             self.closed = True
-            transport.close()
+            if self.refused_delay_s > 0:  # over an ip's connection_creation_rate: closed after the throttle time
+                try:
+                    transport.pause_reading()
+                except (RuntimeError, AttributeError):
+                    pass
+                self.loop.call_later(self.refused_delay_s, transport.close)
+            else:
+                transport.close()
             return False
         return True
 

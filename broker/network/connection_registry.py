@@ -30,12 +30,14 @@ class ConnectionRegistry:
     """The broker's open connections, their limits, and the sweep that enforces the timeouts."""
 
     def __init__(self, pool: MemoryPool, *, max_request: int, max_connections: int, max_connections_per_ip: int,
-                 idle_ms: int, read_timeout_ms: int, per_ip_overrides: dict[str, int] | None = None) -> None:
+                 idle_ms: int, read_timeout_ms: int, per_ip_overrides: dict[str, int] | None = None,
+                 quotas=None) -> None:
         self.pool = pool
         self.max_request = max_request
         self.configured_max_connections = max_connections
         self.max_connections = min(max_connections, _fd_bound())
         self.max_connections_per_ip = max_connections_per_ip
+        self.quotas = quotas  # broker/quota/manager.ClientQuotaManager: ip connection_creation_rate
         self.per_ip_overrides: dict[str, int] = dict(per_ip_overrides or {})  # ip -> its own limit
         self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
         self.read_timeout_s = read_timeout_ms / 1000 if read_timeout_ms > 0 else None
@@ -60,7 +62,7 @@ class ConnectionRegistry:
         return cls(state.memory_pool, max_request=cfg.socket_request_max_bytes,
                    max_connections=cfg.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
                    idle_ms=cfg.connections_max_idle_ms, read_timeout_ms=cfg.request_read_timeout_ms,
-                   per_ip_overrides=cfg.max_connections_per_ip_overrides)
+                   per_ip_overrides=cfg.max_connections_per_ip_overrides, quotas=getattr(state, "quotas", None))
 
     def set_limits(self, max_connections: int, max_connections_per_ip: int,
                    per_ip_overrides: dict[str, int] | None = None) -> None:
@@ -99,6 +101,13 @@ class ConnectionRegistry:
             self._refusal_last = reason
             self._maybe_log_refusals()
             return False
+        quotas = self.quotas
+        if quotas is not None and quotas.ip_active:  # connection_creation_rate (broker/quota/)
+            delay_ms = quotas.record_connection(conn.ip)
+            if delay_ms > 0:
+                self.refused += 1
+                conn.refused_delay_s = delay_ms / 1000.0  # closed after the throttle time, as Kafka does
+                return False
         self.accepted += 1
         self.open.add(conn)
         self.per_ip[conn.ip] = self.per_ip.get(conn.ip, 0) + 1

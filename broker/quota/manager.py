@@ -95,6 +95,10 @@ class ClientQuotaManager:
         self.throttle_ms_total: dict[SensorKey, float] = {}
         self.throttled_total: dict[SensorKey, int] = {}
         self.recorded_total: dict[SensorKey, float] = {}
+        # connection_creation_rate (KIP-612) by ip address, None = the default ip entity
+        self.ip_rates: dict[str | None, float] = {}
+        self.ip_active = False
+        self.ip_sensors: dict[str, Rate] = {}
 
     # -- configuration ------------------------------------------------------------------------------
     def replace(self, quotas: m.Quotas) -> None:
@@ -104,6 +108,9 @@ class ClientQuotaManager:
         self.keys = frozenset(keys)
         self.active = bool(keys)
         self.buckets.clear()  # a new rate: a fresh bucket
+        self.ip_rates = {dict(e)[m.IP]: v[m.CONNECTION_CREATION_RATE] for e, v in self.quotas.items()
+                         if any(t == m.IP for t, _ in e) and m.CONNECTION_CREATION_RATE in v}
+        self.ip_active = bool(self.ip_rates)
 
     def quota_for(self, qtype: str, principal: str, client_id: str | None) -> tuple[SensorKey, float] | None:
         key = KEY_OF[qtype]
@@ -156,6 +163,30 @@ class ClientQuotaManager:
         if throttle_ms > 0:
             self.throttle_ms_total[skey] = self.throttle_ms_total.get(skey, 0.0) + throttle_ms
             self.throttled_total[skey] = self.throttled_total.get(skey, 0) + 1
+
+    # -- connection creation by ip (KIP-612: Kafka's ConnectionQuotas) ------------------------------------
+    def record_connection(self, ip: str) -> int:
+        """A new connection from `ip`: 0 to accept it, else the throttle time in ms after which the
+        refused connection is closed (the attempt is not counted, as Kafka unrecords it)."""
+        bound = self.ip_rates.get(ip, self.ip_rates.get(None))
+        if bound is None:
+            return 0
+        now = self.clock()
+        rate = self.ip_sensors.get(ip)
+        if rate is None:
+            if len(self.ip_sensors) >= 100_000:  # bounded: forget the oldest addresses
+                for old in list(self.ip_sensors)[:10_000]:
+                    del self.ip_sensors[old]
+            rate = self.ip_sensors[ip] = Rate(self.num, self.window_s)
+        rate.record(1.0, now)
+        measured, window = rate.measure(now)
+        if measured <= bound:
+            return 0
+        rate.samples[-1][1] -= 1.0
+        # Kafka bounds it by one window (ConnectionQuotas' maxThrottleTimeMs)
+        ms = round(min((measured - bound) / bound * window, self.window_s) * 1000.0)
+        self.note_throttle(("connection_creation", "", ip), ms)
+        return ms
 
     # -- controller mutations (KIP-599) -----------------------------------------------------------------
     def mutation_bucket(self, principal: str, client_id: str | None) -> tuple[SensorKey, TokenBucket] | None:

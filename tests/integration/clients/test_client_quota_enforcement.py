@@ -140,3 +140,30 @@ def test_the_documented_example_runs(broker_factory):
     slow = float(out.split("client id 'slow': ")[1].split(" MB/s")[0])
     throttled = int(out.split("client id 'slow': ")[1].split(", ")[1].split(" throttled")[0])
     assert slow < 2.1 and throttled > 0, out
+
+
+def test_ip_connection_creation_rate(broker_factory):
+    """KIP-612: connections from an ip past its connection_creation_rate are not served and are closed
+    after the throttle time (Kafka's delayed close); removing the quota lets them in again."""
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    b = broker_factory({"quota.window.num": "2", "quota.window.size.seconds": "1"})
+    ip = {"ip": "127.0.0.1"}
+
+    def attempt() -> tuple[bool, float]:
+        started = time.monotonic()
+        with RawClient(b.bootstrap) as c:
+            try:
+                resp = c.request(ApiVersionsRequest(), 0, ApiVersionsResponse)
+                return resp.error_code == 0, time.monotonic() - started
+            except ConnectionError:
+                return False, time.monotonic() - started
+
+    with RawClient(b.bootstrap) as admin:  # open before the quota: not counted against it
+        assert alter(admin, [(ip, {"connection_creation_rate": 2})]) == {key(ip): (0, None)}
+        results = [attempt() for _ in range(6)]
+        served = [ok for ok, _t in results]
+        assert served[:2] == [True, True] and not all(served), results
+        refused_after = [t for ok, t in results if not ok]
+        assert max(refused_after) > 0.05, results  # closed after a delay, not at once
+        assert alter(admin, [(ip, {"connection_creation_rate": None})]) == {key(ip): (0, None)}
+        assert attempt()[0]
