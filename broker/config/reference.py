@@ -105,6 +105,14 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
          "OAUTHBEARER's JWKS validator: the `aud` (one of a list) and `iss` a token must carry when set, the leeway "
          "for `exp`/`nbf`, and the claims holding the principal (User:<sub>) and the scope. Each may carry the "
          "listener prefix `listener.name.<l>.oauthbearer.`."),
+        (("delegation.token.secret.key",),
+         "Delegation tokens (KIP-48): the secret that signs every token's HMAC; empty disables the token APIs "
+         "(DELEGATION_TOKEN_AUTH_DISABLED). Every node of a cluster needs the same value."),
+        (("delegation.token.max.lifetime.ms", "delegation.token.expiry.time.ms",
+          "delegation.token.expiry.check.interval.ms"),
+         "Delegation tokens: the longest a token can live however often it is renewed, how far each create or renew "
+         "moves its expiry (the default when a request asks for none or more), and how often expired tokens are "
+         "removed (until then an expired token still logs in, as in Kafka)."),
     )),
     ("Authorization", (
         (("authorizer.class.name",),
