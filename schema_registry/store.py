@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from minikafka.protocol import errors as kafka_errors
 from minikafka.protocol.record_batch import iter_headers
 from minikafka.schema_registry import errors
 from minikafka.schema_registry import records as r
@@ -138,8 +139,6 @@ class Leadership(Protocol):
         7: timed out, 20: ISR below min.insync.replicas)."""
 
 
-NOT_LEADER_OR_FOLLOWER = 6
-NOT_ENOUGH_REPLICAS = 19
 WRITE_TIMEOUT_S = 10.0  # a write not committed by then is answered 50002 (its outcome is then unknown)
 
 
@@ -170,11 +169,11 @@ class ReplicatedLogStore(LogStore):
         self.plog = plog  # the topic may have been deleted and created again
 
     def _code_error(self, code: int, what: str) -> errors.RegistryError:
-        if code == NOT_LEADER_OR_FOLLOWER:
+        if code == kafka_errors.NOT_LEADER_OR_FOLLOWER:
             return errors.NotLeader()
-        if code == 7:
+        if code == kafka_errors.REQUEST_TIMED_OUT:
             return errors.operation_timed_out(f"{what} timed out")
-        if code in (NOT_ENOUGH_REPLICAS, 20):
+        if code in (kafka_errors.NOT_ENOUGH_REPLICAS, kafka_errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
             return errors.store_error("the _schemas partition has fewer in-sync replicas than min.insync.replicas")
         return errors.store_error(f"Kafka error {code}")
 
@@ -197,7 +196,7 @@ class ReplicatedLogStore(LogStore):
         info = self.plog.append(build_batch(records, int(self._clock() * 1000)),
                                 leader_epoch=self.leadership.leader_epoch(), origin=AppendOrigin.COORDINATOR)
         code = await self.leadership.wait_committed(info.last_offset + 1, WRITE_TIMEOUT_S)
-        if code == NOT_LEADER_OR_FOLLOWER:
+        if code == kafka_errors.NOT_LEADER_OR_FOLLOWER:
             raise errors.operation_timed_out("Operation timed out: leadership of _schemas moved before the write "
                                              "was committed")
         if code:

@@ -40,6 +40,7 @@ import crc32c
 import kafka.errors as ke
 
 from minikafka.broker.config.client_metrics_configs import ALL_METRICS, DEFAULT_INTERVAL_MS, ClientMetricsConfigStore
+from minikafka.protocol import errors as kafka_errors
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +57,13 @@ MAX_TEXT = 256  # characters kept of a metric name, an attribute name or value
 EXPIRY_INTERVALS = 3  # a client's series go when it has not pushed for this many push intervals
 INFLATE_FACTOR = 16  # a compressed payload inflates to at most this many times telemetry.max.bytes
 
-NONE = 0
+NONE = kafka_errors.NONE
 THROTTLED = ke.ThrottlingQuotaExceededError.errno
 INVALID_REQUEST = ke.InvalidRequestError.errno
-UNKNOWN_SUBSCRIPTION_ID = 117
-TELEMETRY_TOO_LARGE = 118
+UNKNOWN_SUBSCRIPTION_ID = kafka_errors.UNKNOWN_SUBSCRIPTION_ID
+TELEMETRY_TOO_LARGE = kafka_errors.TELEMETRY_TOO_LARGE
 UNSUPPORTED_COMPRESSION_TYPE = ke.UnsupportedCompressionTypeError.errno
-INVALID_RECORD = 87
+INVALID_RECORD = kafka_errors.INVALID_RECORD
 RESERVED_IDS = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
 
 
