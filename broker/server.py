@@ -191,6 +191,11 @@ class Broker:
 
         state.quorum = QuorumDriver(config.node_id, config.quorum, config.log_dirs[0], state.cluster_id, agreed,
                                     connect=peers.controller_client if peers is not None else None)
+        # KIP-853: this controller's listeners as a voter record has them (UpdateRaftVoter when they differ)
+        advertised = {l.name: l for l in config.advertised_listeners}
+        state.quorum.own_endpoints = [
+            {"name": l.name, "host": advertised.get(l.name, l).host, "port": advertised.get(l.name, l).port}
+            for l in config.listeners if l.name in config.controller_listener_names]
         # the cluster metadata (issue 16): every node follows the image; the quorum leader is the controller
         from minikafka.metadata.controller import ControllerConfig
         from minikafka.metadata.active_controller import ActiveController

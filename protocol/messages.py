@@ -37,7 +37,8 @@ __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "C
            "CreateDelegationTokenRequest", "CreateDelegationTokenResponse", "RenewDelegationTokenRequest", "RenewDelegationTokenResponse", "ExpireDelegationTokenRequest", "ExpireDelegationTokenResponse", "DescribeDelegationTokenRequest", "DescribeDelegationTokenResponse",
            "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse", "PushTelemetryRequest",
            "PushTelemetryResponse", "UnregisterBrokerRequest", "UnregisterBrokerResponse",
-           "AddRaftVoterRequest", "AddRaftVoterResponse", "RemoveRaftVoterRequest", "RemoveRaftVoterResponse"]
+           "AddRaftVoterRequest", "AddRaftVoterResponse", "RemoveRaftVoterRequest", "RemoveRaftVoterResponse",
+           "UpdateRaftVoterRequest", "UpdateRaftVoterResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -433,4 +434,12 @@ class RemoveRaftVoterRequest(ApiMessage, load_json=schemas):
 
 
 class RemoveRaftVoterResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class UpdateRaftVoterRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class UpdateRaftVoterResponse(ApiMessage, load_json=schemas):
     pass

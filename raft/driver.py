@@ -83,6 +83,8 @@ class QuorumDriver:
         # connections to the other voters' controller listeners (their TLS and SASL are the caller's business)
         self.connect = connect or plain_connect
         self.peers: dict[int, PeerClient] = {}
+        self._peer_addr: dict[int, tuple[str, int]] = {}
+        self._admin_clients: dict[int, PeerClient] = {}  # forward()
         self._pending: dict[int, dict[type, Message]] = {}
         self._wakeup: dict[int, asyncio.Event] = {}
         self._tasks: list[asyncio.Task] = []
@@ -91,8 +93,12 @@ class QuorumDriver:
             if v != node_id:
                 self._ensure_peer(v)
         self._stopped = False
-        self._admin_clients: dict[int, PeerClient] = {}  # forward()
         self._voter_change_pending = False  # an AddRaftVoter / RemoveRaftVoter in progress (one at a time)
+        # KIP-853: this controller's listeners ({"name", "host", "port"}; set by the broker); a voter whose
+        # VotersRecord entry differs sends UpdateRaftVoter to the leader, once per epoch
+        self.own_endpoints: list[dict] | None = None
+        self._update_sent_epoch = -1
+        self._update_next = 0.0  # monotonic s: no UpdateRaftVoter before (one in flight: inf; failed: a retry later)
         self._refused_by: set[int] = set()  # peers that answered INCONSISTENT_CLUSTER_ID (logged once each)
         self._applied = 0
         self._last_role = (None, -1)
@@ -152,13 +158,22 @@ class QuorumDriver:
         return out
 
     def _ensure_peer(self, v: int) -> bool:
-        if v in self.peers:
-            return True
         addr = self.endpoint(v)
+        if v in self.peers:
+            if addr is not None and addr != self._peer_addr.get(v):  # its VotersRecord entry changed (KIP-853)
+                self.peers[v].close()
+                self.peers[v] = self.connect(v, addr, f"raft-client-{self.id}", self.quorum.request_timeout_ms / 1000,
+                                             self.quorum.retry_backoff_ms / 1000)
+                self._peer_addr[v] = addr
+                old = self._admin_clients.pop(v, None)
+                if old is not None:
+                    old.close()
+            return True
         if addr is None or v == self.id:
             return False
         self.peers[v] = self.connect(v, addr, f"raft-client-{self.id}", self.quorum.request_timeout_ms / 1000,
                                      self.quorum.retry_backoff_ms / 1000)
+        self._peer_addr[v] = addr
         self._pending[v] = {}
         self._wakeup[v] = asyncio.Event()
         if self._started and not self._stopped:
@@ -211,7 +226,7 @@ class QuorumDriver:
 
     def _dispatch(self, out: list[tuple[int, Message]]) -> None:
         for dst, msg in out:
-            if dst in self._pending or self._ensure_peer(dst):
+            if self._ensure_peer(dst):
                 self._pending[dst][type(msg)] = msg
                 self._wakeup[dst].set()
 
@@ -239,6 +254,7 @@ class QuorumDriver:
             if self._changed is not None and not self._changed.done():
                 self._changed.set_result(None)
             self._changed = None
+        self._maybe_update_voter()
         if self.step_listeners and not self._in_step:
             self._in_step = True
             try:
@@ -586,6 +602,66 @@ class QuorumDriver:
             return await self._append_voters(rest, time.monotonic() + timeout_s)
         finally:
             self._voter_change_pending = False
+
+    def update_voter(self, voter_id: int, directory_id: str, endpoints: list[dict],
+                     kraft_range: tuple[int, int]) -> int:
+        """UpdateRaftVoter on the leader (Kafka's UpdateVoterHandler): the voter's entry (same id and
+        directory id) gets the new endpoints and kraft.version range; answered once appended."""
+        from minikafka.protocol.errors import (INVALID_REQUEST, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+                                               UNSUPPORTED_VERSION, VOTER_NOT_FOUND)
+        from minikafka.raft.core import voters_record
+        node = self.node
+        if self._voter_change_pending or node.high_watermark <= node._epoch_start:
+            return REQUEST_TIMED_OUT
+        if node.kraft_version < 1:
+            return UNSUPPORTED_VERSION
+        if node.voters_offset >= node.high_watermark:
+            return REQUEST_TIMED_OUT
+        if not kraft_range[0] <= node.kraft_version <= kraft_range[1]:
+            return INVALID_REQUEST
+        record = node.voter_nodes.get(voter_id)
+        if record is None or record.get("voterDirectoryId") != directory_id:
+            return VOTER_NOT_FOUND
+        updated = {**record, "endpoints": endpoints,
+                   "kRaftVersionFeature": {"minSupportedVersion": kraft_range[0], "maxSupportedVersion": kraft_range[1]}}
+        if self.propose([voters_record([updated if v == voter_id else r for v, r in node.voter_nodes.items()])]) is None:
+            return NOT_LEADER_OR_FOLLOWER
+        log.info("metadata quorum: voter %d's endpoints updated to %s", voter_id, endpoints)
+        return 0
+
+    def _maybe_update_voter(self) -> None:
+        """A follower voter whose entry in the voter set names other endpoints than its own listeners
+        tells the leader (UpdateRaftVoter), once per epoch, as Kafka's voters do after a restart."""
+        node = self.node
+        mine = node.voter_nodes.get(self.id)
+        if (mine is None or self.own_endpoints is None or node.role != "follower" or node.leader is None
+                or (self._update_sent_epoch == node.epoch and time.monotonic() < self._update_next)
+                or not self._started or self._stopped):
+            return
+        key = lambda eps: sorted((e["name"], e["host"], int(e["port"])) for e in eps)  # noqa: E731
+        if key(mine.get("endpoints") or ()) == key(self.own_endpoints):
+            return
+        self._update_sent_epoch, self._update_next = node.epoch, float("inf")
+        self._tasks.append(asyncio.ensure_future(self._send_update_voter(node.leader, node.epoch, mine)))
+
+    async def _send_update_voter(self, leader: int, epoch: int, mine: dict) -> None:
+        import base64
+        import uuid
+        from minikafka.protocol.messages import UpdateRaftVoterRequest as Req, UpdateRaftVoterResponse as Resp
+        directory = mine["voterDirectoryId"]
+        req = Req(cluster_id=self.cluster_id, current_leader_epoch=epoch, voter_id=self.id,
+                  voter_directory_id=uuid.UUID(bytes=base64.urlsafe_b64decode(directory + "=" * (-len(directory) % 4))),
+                  listeners=[Req.Listener(name=e["name"], host=e["host"], port=int(e["port"]))
+                             for e in self.own_endpoints or ()],
+                  k_raft_version_feature=Req.KRaftVersionFeature(min_supported_version=0, max_supported_version=1))
+        try:
+            resp = await self.forward(leader, req, 0, Resp)
+            log.info("metadata quorum: UpdateRaftVoter to leader %d answered error %d", leader, resp.error_code)
+            if resp.error_code != 0:
+                self._update_next = time.monotonic() + 1.0
+        except PeerError as exc:
+            log.info("metadata quorum: UpdateRaftVoter to leader %d failed: %s", leader, exc)
+            self._update_next = time.monotonic() + 1.0
 
     async def _append_voters(self, voters: list[dict], deadline: float) -> tuple[int, str | None]:
         from minikafka.protocol.errors import NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT

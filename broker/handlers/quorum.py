@@ -25,7 +25,7 @@ from minikafka.raft.core import (LEADER, FetchResponse as CoreFetchResponse,
                                         FetchSnapshotResponse as CoreFetchSnapshotResponse,
                                         VoteResponse as CoreVoteResponse)
 from minikafka.protocol.messages import (AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest,
-                                         RemoveRaftVoterResponse)
+                                         RemoveRaftVoterResponse, UpdateRaftVoterRequest, UpdateRaftVoterResponse)
 from minikafka.protocol.messages import (BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
                                   EndQuorumEpochResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest,
                                   VoteResponse)
@@ -294,3 +294,45 @@ async def handle_remove_raft_voter(ctx: RequestContext, req: RemoveRaftVoterRequ
             return INVALID_REQUEST, "Remove voter request didn't include a valid voter"
         return await driver.remove_voter(req.voter_id, directory, driver.quorum.request_timeout_ms / 1000)
     return await _voter_rpc(ctx, req, RemoveRaftVoterResponse, change)
+
+
+@handles(UpdateRaftVoterRequest, UpdateRaftVoterResponse, 0, 0, controller=True)
+async def handle_update_raft_voter(ctx: RequestContext, req: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+    """A voter whose listeners changed (a restart on another port) tells the leader (KIP-853), which
+    appends the voter set with its new endpoints; Kafka's checks in KafkaRaftClient's order."""
+    driver = _driver(ctx)
+
+    def answer(error: int) -> UpdateRaftVoterResponse:
+        node = driver.node if driver is not None else None
+        leader = node.leader if node is not None else None
+        address = driver.endpoint(leader) if driver is not None and leader is not None else None
+        if node is not None and leader == node.id and address is None:
+            address = _own_controller_endpoint(ctx)
+        host, port = address or ("", -1)
+        return UpdateRaftVoterResponse(throttle_time_ms=0, error_code=error, current_leader=(
+            UpdateRaftVoterResponse.CurrentLeader(leader_id=-1 if leader is None else leader,
+                                                  leader_epoch=node.epoch if node is not None else -1,
+                                                  host=host, port=port)))
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return answer(CLUSTER_AUTHORIZATION_FAILED)
+    if driver is None:
+        return answer(BROKER_NOT_AVAILABLE)
+    if driver.cluster_id_conflicts(req.cluster_id):
+        return answer(INCONSISTENT_CLUSTER_ID)
+    node = driver.node
+    if req.current_leader_epoch < node.epoch:
+        return answer(wire.FENCED_LEADER_EPOCH)
+    if req.current_leader_epoch > node.epoch:
+        return answer(wire.UNKNOWN_LEADER_EPOCH)
+    if node.role != LEADER:
+        return answer(NOT_LEADER_OR_FOLLOWER)
+    directory = _directory_str(req.voter_directory_id)
+    endpoints = [{"name": l.name, "host": l.host, "port": l.port} for l in req.listeners or ()]
+    feature = req.k_raft_version_feature
+    if req.voter_id < 0 or directory is None or not any(
+            e["name"] == driver.quorum.controller_listener_names[0] for e in endpoints):
+        return answer(INVALID_REQUEST)
+    low, high = (feature.min_supported_version, feature.max_supported_version) if feature is not None else (0, 0)
+    if low < 0 or high < 0 or high < low:
+        return answer(INVALID_REQUEST)
+    return answer(driver.update_voter(req.voter_id, directory, endpoints, (low, high)))

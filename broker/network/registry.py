@@ -141,6 +141,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     59: ApiEntry("quorum", 0, 1),  # FetchSnapshot (KIP-630: a follower behind the leader's log start)
     80: ApiEntry("quorum", 0, 1),  # AddRaftVoter (KIP-853, the quorum leader; kraft.version 1)
     81: ApiEntry("quorum", 0, 0),  # RemoveRaftVoter
+    82: ApiEntry("quorum", 0, 0),  # UpdateRaftVoter (a voter's endpoints changed; controller listener only)
     60: ApiEntry("cluster", 0, 2),  # DescribeCluster
     62: ApiEntry("controller", 0, 4),  # BrokerRegistration
     63: ApiEntry("controller", 0, 2),  # BrokerHeartbeat

@@ -75,6 +75,29 @@ def _directory_id(data_dir) -> str:
     return re.search(r"^directory.id=(\S+)$", (data_dir / "meta.properties").read_text(), re.M).group(1)
 
 
+def _update_raft_voter_errors(controller_port: int, epoch: int, dirs) -> None:
+    """UpdateRaftVoter as Kafka's leader refuses it: a stale epoch, a voter not in the set (or with
+    another directory id), no endpoint on the controller listener."""
+    from minikafka.protocol.messages import UpdateRaftVoterRequest as Req, UpdateRaftVoterResponse as Resp
+    from tests.support.helpers import RawClient
+
+    def req(epoch_: int, voter: int, directory: str, listener: str = "CONTROLLER") -> Req:
+        return Req(cluster_id=None, current_leader_epoch=epoch_, voter_id=voter,
+                   voter_directory_id=uuid.UUID(bytes=base64.urlsafe_b64decode(directory + "==")),
+                   listeners=[Req.Listener(name=listener, host=HOST, port=1)],
+                   k_raft_version_feature=Req.KRaftVersionFeature(min_supported_version=0, max_supported_version=1))
+    with RawClient(f"{HOST}:{controller_port}") as client:
+        cases = [(req(epoch - 1, 2, _directory_id(dirs[2])), 74),  # FENCED_LEADER_EPOCH
+                 (req(epoch + 1, 2, _directory_id(dirs[2])), 75),  # UNKNOWN_LEADER_EPOCH
+                 (req(epoch, 9, _directory_id(dirs[2])), 127),  # VOTER_NOT_FOUND
+                 (req(epoch, 2, "AAAAAAAAAAAAAAAAAAAAAQ"), 127),  # another directory id: VOTER_NOT_FOUND
+                 (req(epoch, 2, _directory_id(dirs[2]), "OTHER"), 42)]  # INVALID_REQUEST
+        for request, error in cases:
+            resp = client.request(request, 0, Resp)
+            assert resp.error_code == error, (request, resp)
+            assert resp.current_leader.leader_epoch == epoch and resp.current_leader.port > 0
+
+
 @pytest.fixture()
 def dynamic(tmp_path):
     ports = {n: free_port() for n in (1, 2, 3)}
@@ -152,6 +175,20 @@ def test_grow_from_one_standalone_controller_to_three_then_shrink(dynamic):
     dynamic["nodes"][1].start()
     _wait(lambda: (s := _status(lab, c[leader])) and int(s["LeaderId"]) == leader and _voter_ids(s) == [1, 2, 3]
           and int(s["MaxFollowerLag"]) == 0, timeout=60, what="node 1 back as a caught-up voter")
+
+    # node 3 restarts on another controller port: it tells the leader (UpdateRaftVoter), whose voter set
+    # then names the new endpoint
+    other = 2 if leader == 3 else 3
+    if other != leader:
+        moved = free_port()
+        node = dynamic["nodes"][other]
+        node.stop()
+        node.config["listeners"] = f"PLAINTEXT://{HOST}:{dynamic['ports'][other]},CONTROLLER://{HOST}:{moved}"
+        node.start()
+        _wait(lambda: f'{{"id": {other}, "directoryId": "{_directory_id(dirs[other])}", "endpoints": '
+                      f'["CONTROLLER://{HOST}:{moved}"]}}' in _status(lab, c[leader])["CurrentVoters"],
+              timeout=60, what="the voter set names the moved endpoint")
+    _update_raft_voter_errors(c[leader], int(_status(lab, c[leader])["LeaderEpoch"]), dirs)
 
     # remove-controller node 1 (its directory id): the quorum shrinks to 2 and 3
     res = _quorum(lab, c[leader], "remove-controller", "--controller-id", "1",
