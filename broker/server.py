@@ -191,6 +191,9 @@ class Broker:
 
         state.quorum = QuorumDriver(config.node_id, config.quorum, config.log_dirs[0], state.cluster_id, agreed,
                                     connect=peers.controller_client if peers is not None else None)
+        if config.quorum.dynamic:  # KIP-853: fetches carry the metadata log dir's id (Fetch v17)
+            from minikafka.broker.cluster.storage_format import directory_id_of
+            state.quorum.directory_id = directory_id_of(config.log_dirs[0])
         # KIP-853: this controller's listeners as a voter record has them (UpdateRaftVoter when they differ)
         advertised = {l.name: l for l in config.advertised_listeners}
         state.quorum.own_endpoints = [

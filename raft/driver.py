@@ -97,6 +97,8 @@ class QuorumDriver:
         # KIP-853: this controller's listeners ({"name", "host", "port"}; set by the broker); a voter whose
         # VotersRecord entry differs sends UpdateRaftVoter to the leader, once per epoch
         self.own_endpoints: list[dict] | None = None
+        self.directory_id: str | None = None  # this node's metadata log dir id (a dynamic quorum: Fetch v17)
+        self.replica_directories: dict[int, str] = {}  # leader: the directory id each fetching replica sent
         self._update_sent_epoch = -1
         self._update_next = 0.0  # monotonic s: no UpdateRaftVoter before (one in flight: inf; failed: a retry later)
         self._refused_by: set[int] = set()  # peers that answered INCONSISTENT_CLUSTER_ID (logged once each)
@@ -479,8 +481,9 @@ class QuorumDriver:
             answer: Message | None = wire.from_vote_response(resp, v, msg.pre_vote)
         elif isinstance(msg, FetchRequest):
             from kafka.protocol.consumer import FetchResponse as KFetchResponse
-            resp = await peer.request(wire.fetch_request(msg, self.cluster_id, self.fetch_max_wait_ms),
-                                      wire.FETCH_VERSION, KFetchResponse)
+            resp = await peer.request(wire.fetch_request(msg, self.cluster_id, self.fetch_max_wait_ms,
+                                                         self.directory_id),
+                                      17 if self.directory_id else wire.FETCH_VERSION, KFetchResponse)
             answer = wire.from_fetch_response(resp, msg.fetch_offset, msg.fetch_id)
             for ep in getattr(resp, "node_endpoints", None) or ():
                 if ep.node_id >= 0 and ep.node_id != self.id:
@@ -549,8 +552,11 @@ class QuorumDriver:
                                        f"Optional[{node.voters_offset}] with HWM {node.high_watermark}")
         return None
 
-    def _replica_caught_up(self, v: int) -> bool:
-        """Kafka's isReplicaCaughtUp: the replica fetched up to the leader's end within the fetch timeout."""
+    def _replica_caught_up(self, v: int, directory_id: str | None = None) -> bool:
+        """Kafka's isReplicaCaughtUp: the replica (that id with that directory id, when it sent one) fetched
+        up to the leader's end within the fetch timeout."""
+        if directory_id is not None and self.replica_directories.get(v, directory_id) != directory_id:
+            return False
         _end, _fetched, caught_up = self.follower_state.get(v, (-1, -1, -1))
         return caught_up >= 0 and int(time.time() * 1000) - caught_up <= self.quorum.fetch_timeout_ms
 
@@ -572,7 +578,7 @@ class QuorumDriver:
         try:
             deadline = time.monotonic() + timeout_s
             wait_until = time.monotonic() + min(timeout_s, self.quorum.fetch_timeout_ms / 1000)
-            while not self._replica_caught_up(voter_id):
+            while not self._replica_caught_up(voter_id, directory_id):
                 left = wait_until - time.monotonic()
                 if left <= 0 or node.role != LEADER:
                     return REQUEST_TIMED_OUT, (f"Aborted add voter operation for ReplicaKey(id={voter_id}, "

@@ -146,16 +146,45 @@ def _our_partition(msg: Any) -> Any:
 
 
 # -- Fetch ------------------------------------------------------------------------------------------------
-def fetch_request(msg: FetchRequest, cluster_id: str | None, max_wait_ms: int = 0) -> Any:
+def fetch_request(msg: FetchRequest, cluster_id: str | None, max_wait_ms: int = 0,
+                  directory_id: str | None = None) -> Any:
+    """`directory_id` (KIP-853, Fetch v17's ReplicaDirectoryId): the fetching replica's metadata log dir id."""
     from kafka.protocol.consumer import FetchRequest as KFetchRequest
+    extra = {"replica_directory_id": directory_uuid(directory_id)} if directory_id else {}
     part = KFetchRequest.FetchTopic.FetchPartition(
         partition=METADATA_PARTITION, current_leader_epoch=msg.epoch, fetch_offset=msg.fetch_offset,
-        last_fetched_epoch=msg.last_fetched_epoch, log_start_offset=-1, partition_max_bytes=FETCH_MAX_BYTES)
+        last_fetched_epoch=msg.last_fetched_epoch, log_start_offset=-1, partition_max_bytes=FETCH_MAX_BYTES, **extra)
     return KFetchRequest(cluster_id=cluster_id, replica_state=KFetchRequest.ReplicaState(replica_id=msg.replica,
                                                                                          replica_epoch=-1),
                          max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0,
                          session_epoch=-1, forgotten_topics_data=[], rack_id="",
                          topics=[KFetchRequest.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[part])])
+
+
+def directory_uuid(directory_id: str) -> uuid.UUID:
+    """Kafka's Uuid string (url-safe base64, no padding) as a UUID."""
+    import base64
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(directory_id + "=" * (-len(directory_id) % 4)))
+
+
+def directory_str(value: Any) -> str | None:
+    """A UUID as Kafka's Uuid string; None for none or the zero id."""
+    import base64
+    if value is None or getattr(value, "int", 0) == 0:
+        return None
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def fetch_directory_id(req: Any, version: int) -> str | None:
+    """The fetching replica's directory id (Fetch v17+), None before or without one."""
+    if version < 17:
+        return None
+    for topic in req.topics or ():
+        if topic.topic_id == METADATA_TOPIC_ID:
+            for part in topic.partitions or ():
+                if part.partition == METADATA_PARTITION:
+                    return directory_str(getattr(part, "replica_directory_id", None))
+    return None
 
 
 def from_fetch_request(req: Any, version: int) -> FetchRequest | None:

@@ -101,6 +101,9 @@ async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchRe
              UNKNOWN_TOPIC_OR_PARTITION if msg is None else 0)
     if error:
         return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[], node_endpoints=[])
+    directory = wire.fetch_directory_id(req, ctx.api_version)
+    if directory is not None:
+        driver.replica_directories[msg.replica] = directory
     reply = driver.receive(msg, CoreFetchResponse)
     # long poll (Kafka's MaxWaitMs): an answer with nothing new for the follower (no entries, the high
     # watermark it was last told) waits for news — an entry, a higher high watermark, another epoch —
@@ -203,7 +206,8 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
                                 last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up))
         for o in sorted(set(driver.follower_state) - set(node.voters)):  # broker-only nodes (observers)
             end, fetched, caught_up = driver.follower_state[o]
-            observers.append(R(replica_id=o, replica_directory_id=None, log_end_offset=end,
+            observers.append(R(replica_id=o, replica_directory_id=_directory_id(
+                                   {"voterDirectoryId": driver.replica_directories.get(o)}), log_end_offset=end,
                                last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up))
         error, message = 0, ""
     else:

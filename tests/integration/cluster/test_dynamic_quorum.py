@@ -144,6 +144,25 @@ def test_grow_from_one_standalone_controller_to_three_then_shrink(dynamic):
     # the observers fetch the log: they show up as observers of the quorum
     _wait(lambda: {2, 3} <= {int(i) for i in re.findall(r'"id": (\d+)', _status(lab, c[1])["CurrentObservers"])},
           what="nodes 2 and 3 observe")
+    # observers fetch with their directory id (Fetch v17): DescribeQuorum shows it
+    observers = _status(lab, c[1])["CurrentObservers"]
+    for n in (2, 3):
+        assert f'{{"id": {n}, "directoryId": "{_directory_id(dirs[n])}"}}' in observers, observers
+    # node 2 under another directory id is not the replica that fetches: it is lagging (REQUEST_TIMED_OUT)
+    from minikafka.protocol.messages import AddRaftVoterRequest as Add, AddRaftVoterResponse as AddResp
+    from tests.support.helpers import RawClient
+    with RawClient(f"{HOST}:{c[1]}") as client:
+        other_dir = uuid.uuid4()
+        resp = client.request(Add(cluster_id=None, timeout_ms=10000, voter_id=2, voter_directory_id=other_dir,
+                                  listeners=[Add.Listener(name="CONTROLLER", host=HOST, port=c[2])],
+                                  ack_when_committed=True), 1, AddResp)
+        shown = base64.urlsafe_b64encode(other_dir.bytes).decode().rstrip("=")
+        assert (resp.error_code, resp.error_message) == (7, f"Aborted add voter operation for ReplicaKey(id=2, "
+                                                            f"directoryId=Optional[{shown}]) since it is lagging behind")
+        resp = client.request(Add(cluster_id=None, timeout_ms=10000, voter_id=2, voter_directory_id=other_dir,
+                                  listeners=[Add.Listener(name="OTHER", host=HOST, port=c[2])],
+                                  ack_when_committed=True), 1, AddResp)
+        assert resp.error_code == 42 and "didn't include the endpoint" in resp.error_message
     # a voter that already is one: DUPLICATE_VOTER (Kafka's message)
     res = _quorum(lab, c[1], "--command-config", _props_file(tmp / "n1.properties", configs[1], dirs[1]),
                   "add-controller")

@@ -92,3 +92,20 @@ def test_a_truncated_voters_record_restores_the_previous_set():
     assert n.log.end_offset == 1 and n.voters == (1,) and n.observer
     assert voters_of(n.log.entries[0].payload) == [voter(1)] and n.voter_records_at(1) == [voter(1)]
     assert n.role in (FOLLOWER, UNATTACHED)
+
+
+def test_fetch_v17_carries_the_directory_id_and_the_answer_the_leader_endpoint():
+    from kafka.protocol.consumer import FetchRequest as KFetch, FetchResponse as KFetchResponse
+
+    from minikafka.protocol.codec import decode_body
+    from minikafka.raft import wire
+    from minikafka.raft.core import FetchRequest
+    req = wire.fetch_request(FetchRequest(3, 2, 10, 3), "cid", 500, "7HyVEqVWT9eWSzw5TdD0tA")
+    back = decode_body(KFetch, memoryview(bytes(req.encode(version=17))), 17, exact=True)
+    assert wire.fetch_directory_id(back, 17) == "7HyVEqVWT9eWSzw5TdD0tA"
+    assert wire.from_fetch_request(back, 17) == FetchRequest(3, 2, 10, 3)
+    assert wire.fetch_directory_id(back, 16) is None
+    assert wire.directory_str(wire.directory_uuid("7HyVEqVWT9eWSzw5TdD0tA")) == "7HyVEqVWT9eWSzw5TdD0tA"
+    resp = wire.fetch_response(FetchResponse(3, 1, 5), 3, [(1, "127.0.0.1", 9093)])
+    back = KFetchResponse.decode(resp.encode(version=16), version=16)
+    assert [(e.node_id, e.host, e.port) for e in back.node_endpoints] == [(1, "127.0.0.1", 9093)]
