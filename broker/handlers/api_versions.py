@@ -27,8 +27,18 @@ def _features(ctx: RequestContext) -> dict:
     supported = [ApiVersionsResponse.SupportedFeatureKey(name=f.name, min_version=f.min_version,
                                                          max_version=f.max_version)
                  for f in features.supported() if not (drop_min_0 and f.min_version == 0)]
+    levels = features.finalized()
+    quorum = getattr(ctx.broker, "quorum", None)
+    if quorum is not None and quorum.node.kraft_version >= 1:
+        # a dynamic quorum (KIP-853): kraft.version 0-1 supported and finalized at the quorum's level, as Kafka's
+        # KRaftMetadataCache reports the raft client's kraft.version
+        supported = [s for s in supported if s.name != "kraft.version"]
+        supported.append(ApiVersionsResponse.SupportedFeatureKey(name="kraft.version", min_version=0, max_version=1))
+        if drop_min_0:
+            supported.pop()
+        levels = {**levels, "kraft.version": quorum.node.kraft_version}
     finalized = [ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
-                 for name, level in sorted(features.finalized().items())]
+                 for name, level in sorted(levels.items())]
     return {"supported_features": supported, "finalized_features_epoch": features.epoch,
             "finalized_features": finalized}
 

@@ -163,6 +163,14 @@ def test_grow_from_one_standalone_controller_to_three_then_shrink(dynamic):
                                   listeners=[Add.Listener(name="OTHER", host=HOST, port=c[2])],
                                   ack_when_committed=True), 1, AddResp)
         assert resp.error_code == 42 and "didn't include the endpoint" in resp.error_message
+    # kraft.version 1 is finalized (ApiVersions of a broker and a controller listener)
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    for address in (f"{HOST}:{dynamic['ports'][2]}", f"{HOST}:{c[1]}"):
+        with RawClient(address) as client:
+            resp = client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4,
+                                  ApiVersionsResponse)
+        assert ("kraft.version", 0, 1) in [(f.name, f.min_version, f.max_version) for f in resp.supported_features]
+        assert ("kraft.version", 1) in [(f.name, f.max_version_level) for f in resp.finalized_features]
     # a voter that already is one: DUPLICATE_VOTER (Kafka's message)
     res = _quorum(lab, c[1], "--command-config", _props_file(tmp / "n1.properties", configs[1], dirs[1]),
                   "add-controller")
