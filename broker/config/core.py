@@ -299,12 +299,27 @@ UNSUPPORTED_VALUES: dict[str, tuple[frozenset[str], str]] = {
                                 "principal builders are Java classes; minikafka builds principals as Kafka's default "
                                 "builder does (ssl.principal.mapping.rules, sasl.kerberos.principal.to.local.rules)"),
     "max.connection.creation.rate": (frozenset({str(2**31 - 1)}), "connection creation rate quotas are not implemented"),
-    "cordoned.log.dirs": (frozenset(), "cordoned log dirs are not implemented"),
     "metric.reporters": (frozenset({"org.apache.kafka.common.metrics.JmxReporter"}),
                          "metric reporters are Java classes; minikafka exports Prometheus metrics "
                          "(minikafka.metrics.listener)"),
     "config.providers": (frozenset(), "config providers are Java classes"),
 }
+
+
+def parse_cordoned_log_dirs(value: str, log_dirs: str) -> frozenset[Path]:
+    """Kafka's cordoned.log.dirs (KIP-1066): the log dirs that get no new partitions, `*` for all of them;
+    each entry must be one of log.dirs (Kafka's checks and messages)."""
+    dirs = [d.strip() for d in log_dirs.split(",") if d.strip()]
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    if "*" in entries:
+        if len(entries) > 1:
+            raise ConfigError("requirement failed: When cordoned.log.dirs is set to *, it must not contain other values")
+        entries = dirs
+    missing = [e for e in entries if e not in dirs]
+    if missing:
+        raise ConfigError("requirement failed: All entries in cordoned.log.dirs must be present in log.dirs or "
+                          f"log.dir. Missing entries : {','.join(missing)}")
+    return frozenset(Path(e).expanduser() for e in entries)
 
 
 def parse_ip_overrides(spec: str) -> dict[str, int]:
@@ -539,6 +554,10 @@ class BrokerConfig:
             self.log_config = self._log_config()
             self.quorum = _quorum_config(self)
             self.controller_listener_names = self.quorum.controller_listener_names if self.quorum else ()
+            self.cordoned_log_dirs = parse_cordoned_log_dirs(self.get("cordoned.log.dirs"), self.get("log.dirs"))
+            if self.cordoned_log_dirs and self.quorum is not None:
+                raise ConfigError("cordoned.log.dirs is not supported on a node of a multi-node cluster yet (its "
+                                  "controller does not know cordoned directories)")
             if self.quorum is not None and not self.get("advertised.listeners"):
                 # Kafka: the controller listener is not advertised to clients
                 self.advertised_listeners = [l for l in self.advertised_listeners
@@ -601,6 +620,11 @@ class BrokerConfig:
 
     def get(self, key: str) -> str:
         return self.props.get(key, "")
+
+    @property
+    def all_log_dirs_cordoned(self) -> bool:
+        """Every log dir is cordoned (KIP-1066): this broker takes no new partition."""
+        return bool(self.log_dirs) and set(self.log_dirs) <= self.cordoned_log_dirs
 
     def reconfigure(self, effective: Mapping[str, str]) -> None:
         """Take `effective` (static props with the dynamic layers applied) as the current config.
