@@ -38,7 +38,8 @@ __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "C
            "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse", "PushTelemetryRequest",
            "PushTelemetryResponse", "UnregisterBrokerRequest", "UnregisterBrokerResponse",
            "AddRaftVoterRequest", "AddRaftVoterResponse", "RemoveRaftVoterRequest", "RemoveRaftVoterResponse",
-           "UpdateRaftVoterRequest", "UpdateRaftVoterResponse"]
+           "UpdateRaftVoterRequest", "UpdateRaftVoterResponse",
+           "ControllerRegistrationRequest", "ControllerRegistrationResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -418,6 +419,14 @@ class UnregisterBrokerRequest(ApiMessage, load_json=schemas):
 
 
 class UnregisterBrokerResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class ControllerRegistrationRequest(ApiMessage, load_json=schemas):  # KIP-919
+    pass
+
+
+class ControllerRegistrationResponse(ApiMessage, load_json=schemas):
     pass
 
 
