@@ -486,8 +486,10 @@ class RaftNode:
 
     # -- votes ----------------------------------------------------------------------------------------
     def _on_vote(self, req: VoteRequest, now: int) -> Outgoing:
-        if self.observer:  # not a voter: no say (a candidate never asks one; a stale config might)
-            return [(req.candidate, VoteResponse(self.epoch, self.id, False, self.leader, pre_vote=req.pre_vote))]
+        # an observer answers as a voter does (Kafka's canGrantVote looks only at the epoch, the vote and the
+        # log): a replica added to the voters whose copy of that VotersRecord the dead leader never sent
+        # still thinks it observes, and the other voters need its vote to elect a leader, whose
+        # BeginQuorumEpoch then tells it that it votes
         if req.pre_vote:
             return [(req.candidate, self._pre_vote(req))]
         if req.epoch < self.epoch:

@@ -81,6 +81,26 @@ def test_grow_one_to_three_then_remove_the_leader():
     assert all(node.voters == (2, 3) for node in nodes.values())
 
 
+def test_a_voter_that_missed_its_own_voters_record_still_votes_after_the_leader_dies():
+    """Voter 3's VotersRecord commits on 1 and 2 alone; 1 dies before 3 fetches it. 3 still thinks it
+    observes, but 2 needs its vote: it grants it (as Kafka's canGrantVote) and learns from the new
+    leader's BeginQuorumEpoch and log that it votes."""
+    nodes = {1: standalone(), 2: observer(2), 3: observer(3)}
+    now = run(nodes, 0, 3000)
+    nodes[1].propose(voters_record([voter(1), voter(2)]))
+    now = run(nodes, now, now + 500)
+    assert nodes[3].voters == (1, 2) and nodes[3].observer
+    up = {1: nodes[1], 2: nodes[2]}  # 3 is cut off while the leader appends {1, 2, 3} and commits it with 2
+    nodes[1].propose(voters_record([voter(1), voter(2), voter(3)]))
+    hw = nodes[1].voters_offset
+    now = run(up, now, now + 300)
+    assert nodes[1].high_watermark > hw and nodes[2].voters == (1, 2, 3) and nodes[3].observer
+    del nodes[1]  # kill -9 of the leader
+    now = run(nodes, now, now + 6000)
+    assert nodes[2].role == LEADER, (nodes[2].role, nodes[3].role)
+    assert nodes[3].leader == 2 and nodes[3].voters == (1, 2, 3) and not nodes[3].observer
+
+
 def test_a_truncated_voters_record_restores_the_previous_set():
     n = RaftNode(2, (), PersistentState(epoch=1), CONFIG, bootstrap=(BOOTSTRAP,))
     n.role, n.leader = FOLLOWER, 1

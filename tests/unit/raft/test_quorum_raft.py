@@ -298,7 +298,10 @@ def test_an_observer_finds_the_leader_and_never_counts_for_the_quorum():
         deliver(up, nodes[4].tick(now), now)
     assert nodes[4].log.end_offset == leader.log.end_offset and leader.high_watermark == hw
     assert 4 in leader.observer_end and 4 not in leader._fetched_at
-    assert nodes[4].receive(VoteRequest(9, 2, 9, 99), 10_040)[0][1].granted is False  # no say in elections
+    # a Vote request is answered as by any replica (Kafka's canGrantVote: epoch, vote, log), but the
+    # observer never asks for votes
+    assert nodes[4].receive(VoteRequest(9, 2, 9, 99), 10_040)[0][1].granted is True
+    assert nodes[4].receive(VoteRequest(9, 3, 9, 99), 10_040)[0][1].granted is False  # voted for 2
     nodes[4]._deadline = 0
     assert nodes[4].role != CANDIDATE and all(isinstance(m, FetchRequest) for _d, m in nodes[4].tick(20_000))
     assert nodes[4].role == UNATTACHED  # timed out: looks for the leader again, never stands
