@@ -27,7 +27,8 @@ driver, driver.py, over Kafka's RPCs). KRaft's shape rather than textbook Raft's
   BeginQuorumEpoch to voters that do not fetch, and a candidate told of its epoch's leader follows it.
 * **Resignation.** `resign` (shutdown) sends EndQuorumEpoch; its preferred successor campaigns at once.
 * **Observers** (a broker-only node, KIP-595): a node outside the voters replicates the log like a
-  follower but never votes or stands for election, and its fetches count for neither the high watermark
+  follower but never stands for election (a Vote request it answers as any replica, as Kafka's),
+  and its fetches count for neither the high watermark
   nor the leader's check quorum. Without a leader (or when its fetches time out) it sends a Fetch to
   every voter; the first answer naming a leader is followed.
 
