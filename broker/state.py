@@ -157,7 +157,8 @@ class BrokerState:
         self.catalog.set_default_config(config.log_config)
         if self.connections is not None:
             self.connections.set_limits(config.max_connections, config.max_connections_per_ip,
-                                        config.max_connections_per_ip_overrides)
+                                        config.max_connections_per_ip_overrides,
+                                        (config.max_connection_creation_rate, config.listener_connection_creation_rates))
         if self._txns is not None:  # KIP-890 verification follows its dynamic switch
             verify = config.get_bool("transaction.partition.verification.enable")
             self._txns.config = self._txns.config._replace(verification_enabled=verify)

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, str] = {
     # KIP-714: the largest PushTelemetry payload accepted (TELEMETRY_TOO_LARGE past it); Kafka's default
     "telemetry.max.bytes": "1048576",
     "max.connections": "2147483647",
+    "max.connection.creation.rate": "2147483647",
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",  # host:count,... (Kafka's per-IP/host exceptions)
     "connections.max.idle.ms": "600000",
@@ -283,7 +284,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "num.recovery.threads.per.data.dir", "broker.id", "zookeeper.connect", "log.dir",
     "broker.rack", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
     # accepted at the values UNSUPPORTED_VALUES allows (others are refused)
-    "principal.builder.class", "max.connection.creation.rate", "cordoned.log.dirs", "metric.reporters",
+    "principal.builder.class", "cordoned.log.dirs", "metric.reporters",
     "config.providers",
 })
 
@@ -298,12 +299,27 @@ UNSUPPORTED_VALUES: dict[str, tuple[frozenset[str], str]] = {
     "principal.builder.class": (frozenset({"org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"}),
                                 "principal builders are Java classes; minikafka builds principals as Kafka's default "
                                 "builder does (ssl.principal.mapping.rules, sasl.kerberos.principal.to.local.rules)"),
-    "max.connection.creation.rate": (frozenset({str(2**31 - 1)}), "connection creation rate quotas are not implemented"),
     "metric.reporters": (frozenset({"org.apache.kafka.common.metrics.JmxReporter"}),
                          "metric reporters are Java classes; minikafka exports Prometheus metrics "
                          "(minikafka.metrics.listener)"),
     "config.providers": (frozenset(), "config providers are Java classes"),
 }
+
+
+def parse_connection_creation_rates(props: dict[str, str], broker_wide: str) -> tuple[int, dict[str, int]]:
+    """KIP-612's `max.connection.creation.rate` (broker-wide) and its `listener.name.<l>.` overrides
+    (listener names upper case). Kafka: an INT, at least 0."""
+    def rate(key: str, value: str) -> int:
+        try:
+            n = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+        if not 0 <= n <= 2**31 - 1:
+            raise ConfigError(f"{key} must be between 0 and 2147483647, got {n}")
+        return n
+    per_listener = {m.group(1).upper(): rate(k, v) for k, v in props.items()
+                    if (m := re.match(r"^listener\.name\.([^.]+)\.max\.connection\.creation\.rate$", k))}
+    return rate("max.connection.creation.rate", broker_wide), per_listener
 
 
 def parse_cordoned_log_dirs(value: str, log_dirs: str) -> frozenset[Path]:
@@ -524,6 +540,8 @@ class BrokerConfig:
             if self.telemetry_max_bytes < 1:  # Kafka: atLeast(1)
                 raise ConfigError(f"telemetry.max.bytes must be at least 1, got {self.telemetry_max_bytes}")
             self.max_connections = int(self.get("max.connections"))
+            self.max_connection_creation_rate, self.listener_connection_creation_rates = \
+                parse_connection_creation_rates(self.props, self.get("max.connection.creation.rate"))
             self.max_connections_per_ip = int(self.get("max.connections.per.ip"))
             self.max_connections_per_ip_overrides = parse_ip_overrides(self.get("max.connections.per.ip.overrides"))
             for key, (allowed, reason) in UNSUPPORTED_VALUES.items():

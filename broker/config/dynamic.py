@@ -60,7 +60,7 @@ APPLIED: frozenset[str] = frozenset({
     "log.flush.interval.ms", "log.cleanup.policy", "log.message.timestamp.type",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms", "message.max.bytes",
     "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms",
-    "producer.id.expiration.ms", "max.connections", "max.connections.per.ip",
+    "producer.id.expiration.ms", "max.connections", "max.connections.per.ip", "max.connection.creation.rate",
     "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms", "log.cleaner.backoff.ms",
 })
 

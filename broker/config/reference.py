@@ -36,6 +36,10 @@ BROKER_SECTIONS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str], ...]], ...]
         (("max.connections",),
          "Open connections; one over the limit is closed at once. Capped at 3/4 of the open-files limit."),
         (("max.connections.per.ip",), "The same, per client address."),
+        (("max.connection.creation.rate",),
+         "KIP-612: new connections a second, broker-wide (not on the inter-broker listener when there are "
+         "others, nor the controller listener); `listener.name.<l>.max.connection.creation.rate` per listener. "
+         "A connection past the rate is served late (by at most one quota window), not refused."),
         (("max.connections.per.ip.overrides",),
          "`host:count,...`: per-address (or host name, resolved when set) exceptions to "
          "`max.connections.per.ip`."),

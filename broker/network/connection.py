@@ -187,6 +187,7 @@ class Connection(asyncio.BufferedProtocol):
         self._close_delay = 0.0
         self._throttle_s = 0.0  # client quotas: read nothing more for this long after the response (KIP-219)
         self.refused_delay_s = 0.0  # set by the registry: an ip over its connection_creation_rate
+        self.accept_delay_s = 0.0  # set by the registry: over max.connection.creation.rate (then a deadline)
         # a controller listener (KRaft combined mode) serves registry.CONTROLLER_API_TABLE only
         self.controller = state is not None and listener in getattr(state.config, "controller_listener_names", ())
         self.quorum = state is not None and getattr(state.config, "quorum", None) is not None
@@ -276,6 +277,8 @@ class Connection(asyncio.BufferedProtocol):
             else:
                 transport.close()
             return False
+        if self.accept_delay_s > 0:  # Kafka's acceptor takes the connection this much later: its first
+            self.accept_delay_s += self.loop.time()  # request is handled no earlier (see _process)
         return True
 
     def tls_failed(self, exc: BaseException) -> None:
@@ -459,6 +462,10 @@ class Connection(asyncio.BufferedProtocol):
         response = None
         try:
             try:
+                if self.accept_delay_s:  # accepted past max.connection.creation.rate
+                    wait, self.accept_delay_s = self.accept_delay_s - self.loop.time(), 0.0
+                    if wait > 0:
+                        await asyncio.sleep(wait)
                 if self._start_gate is not None:
                     await self._wait_for_metadata(frame)
                 response = await self.dispatch(frame)

@@ -39,6 +39,9 @@ class ConnectionRegistry:
         self.max_connections_per_ip = max_connections_per_ip
         self.quotas = quotas  # broker/quota/manager.ClientQuotaManager: ip connection_creation_rate
         self.per_ip_overrides: dict[str, int] = dict(per_ip_overrides or {})  # ip -> its own limit
+        # listeners max.connection.creation.rate's broker-wide rate leaves alone: Kafka's protected
+        # inter-broker listener (when there are others) and the controller listeners (the quorum's links)
+        self.rate_exempt: frozenset[str] = frozenset()
         self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
         self.read_timeout_s = read_timeout_ms / 1000 if read_timeout_ms > 0 else None
         self.open: set[Connection] = set()
@@ -59,14 +62,20 @@ class ConnectionRegistry:
     @classmethod
     def from_state(cls, state: "BrokerState") -> "ConnectionRegistry":
         cfg = state.config
-        return cls(state.memory_pool, max_request=cfg.socket_request_max_bytes,
-                   max_connections=cfg.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
-                   idle_ms=cfg.connections_max_idle_ms, read_timeout_ms=cfg.request_read_timeout_ms,
-                   per_ip_overrides=cfg.max_connections_per_ip_overrides, quotas=getattr(state, "quotas", None))
+        reg = cls(state.memory_pool, max_request=cfg.socket_request_max_bytes,
+                  max_connections=cfg.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
+                  idle_ms=cfg.connections_max_idle_ms, read_timeout_ms=cfg.request_read_timeout_ms,
+                  per_ip_overrides=cfg.max_connections_per_ip_overrides, quotas=getattr(state, "quotas", None))
+        reg.rate_exempt = _rate_exempt(cfg)
+        if reg.quotas is not None:
+            reg.quotas.set_connection_rates(cfg.max_connection_creation_rate, cfg.listener_connection_creation_rates)
+        return reg
 
     def set_limits(self, max_connections: int, max_connections_per_ip: int,
-                   per_ip_overrides: dict[str, int] | None = None) -> None:
+                   per_ip_overrides: dict[str, int] | None = None, creation_rates: tuple[int, dict[str, int]] | None = None) -> None:
         """New limits (dynamic broker config): they apply to connections accepted from now on."""
+        if creation_rates is not None and self.quotas is not None:
+            self.quotas.set_connection_rates(*creation_rates)
         self.configured_max_connections = max_connections
         self.max_connections = min(max_connections, _fd_bound())
         self.max_connections_per_ip = max_connections_per_ip
@@ -102,6 +111,10 @@ class ConnectionRegistry:
             self._maybe_log_refusals()
             return False
         quotas = self.quotas
+        if quotas is not None and quotas.listener_rates:  # max.connection.creation.rate: accepted later
+            delay_ms = quotas.record_listener_connection(conn.listener, conn.listener in self.rate_exempt)
+            if delay_ms > 0:
+                conn.accept_delay_s = delay_ms / 1000.0
         if quotas is not None and quotas.ip_active:  # connection_creation_rate (broker/quota/)
             delay_ms = quotas.record_connection(conn.ip)
             if delay_ms > 0:
@@ -211,3 +224,16 @@ def _fd_bound() -> int:
     if soft == resource.RLIM_INFINITY or soft <= 0:
         return 2**31 - 1
     return max(soft * 3 // 4, 16)
+
+
+def _rate_exempt(cfg) -> frozenset[str]:
+    """Kafka's protectedListener: the inter-broker listener when the node has more than one listener;
+    and the controller listeners."""
+    names = [listener.name for listener in getattr(cfg, "listeners", ())]
+    exempt = set(getattr(cfg, "controller_listener_names", ()))
+    props = getattr(cfg, "props", {})
+    inter = (props.get("inter.broker.listener.name") or props.get("security.inter.broker.protocol") or "").strip()
+    inter = inter.upper() or ("PLAINTEXT" if "PLAINTEXT" in names else "")
+    if inter and len(names) > 1:
+        exempt.add(inter)
+    return frozenset(exempt)

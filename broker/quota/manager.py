@@ -99,6 +99,9 @@ class ClientQuotaManager:
         self.ip_rates: dict[str | None, float] = {}
         self.ip_active = False
         self.ip_sensors: dict[str, Rate] = {}
+        # max.connection.creation.rate (KIP-612): per listener name, None = broker-wide
+        self.listener_rates: dict[str | None, float] = {}
+        self.listener_sensors: dict[str | None, Rate] = {}
 
     # -- configuration ------------------------------------------------------------------------------
     def replace(self, quotas: m.Quotas) -> None:
@@ -187,6 +190,37 @@ class ClientQuotaManager:
         ms = round(min((measured - bound) / bound * window, self.window_s) * 1000.0)
         self.note_throttle(("connection_creation", "", ip), ms)
         return ms
+
+    def set_connection_rates(self, broker_wide: int, per_listener: dict[str, int]) -> None:
+        """`max.connection.creation.rate` and its listener overrides; Int.MaxValue means none. Rates
+        measured so far stay (Kafka updates the bound of its existing sensors)."""
+        rates: dict[str | None, float] = {k: float(v) for k, v in per_listener.items() if v < 2**31 - 1}
+        if broker_wide < 2**31 - 1:
+            rates[None] = float(broker_wide)
+        self.listener_rates = rates
+
+    def record_listener_connection(self, listener: str, protected: bool) -> int:
+        """A new connection on `listener`: the ms its acceptance waits (Kafka's waitForConnectionSlot:
+        the listener's rate and, unless `protected` (the inter-broker listener), the broker-wide one;
+        recorded even when throttled, the wait bounded by one window). 0: served at once."""
+        if not self.listener_rates:
+            return 0
+        now, wait = self.clock(), 0
+        for key in (listener, None):
+            bound = self.listener_rates.get(key)
+            if bound is None or (key is None and protected):
+                continue
+            rate = self.listener_sensors.get(key)
+            if rate is None:
+                rate = self.listener_sensors[key] = Rate(self.num, self.window_s)
+            rate.record(1.0, now)
+            measured, window = rate.measure(now)
+            if measured > bound:
+                over = (measured - bound) / bound * window if bound > 0 else self.window_s
+                ms = round(min(over, self.window_s) * 1000.0)
+                self.note_throttle(("listener_connection_creation", "", key or ""), ms)
+                wait = max(wait, ms)
+        return wait
 
     # -- controller mutations (KIP-599) -----------------------------------------------------------------
     def mutation_bucket(self, principal: str, client_id: str | None) -> tuple[SensorKey, TokenBucket] | None:

@@ -100,7 +100,6 @@ def test_per_ip_override_limits_connections(broker_factory):
 @pytest.mark.minikafka_only
 @pytest.mark.parametrize("name, value, code", [
     ("principal.builder.class", "com.example.MyPrincipalBuilder", "INVALID_CONFIG"),
-    ("max.connection.creation.rate", "10", "INVALID_CONFIG"),
     ("metric.reporters", "com.example.Reporter", "INVALID_CONFIG"),
     ("listener.name.plaintext.ssl.keystore.location", "/etc/new.jks", "INVALID_REQUEST"),
 ])

@@ -132,3 +132,19 @@ def test_mutation_token_bucket_strict_and_permissive():
     permissive = MutationQuota(q, "User:ANONYMOUS", "admin", strict=False)
     assert not permissive.exceeded()
     assert MutationQuota(q, "User:ANONYMOUS", "other", strict=True).bucket is None
+
+
+def test_listener_and_broker_wide_connection_rates():
+    """Kafka's waitForConnectionSlot: the listener's rate and the broker-wide one (not on a protected
+    listener); recorded even when throttled; the wait bounded by one window; a rate of 0 waits a window."""
+    now = [100.0]
+    q = ClientQuotaManager(2, 1.0, clock=lambda: now[0])
+    assert q.record_listener_connection("PLAINTEXT", False) == 0  # nothing configured
+    q.set_connection_rates(2, {"EXTERNAL": 1})
+    assert [q.record_listener_connection("PLAINTEXT", False) for _ in range(4)] == [0, 0, 500, 1000]
+    assert q.record_listener_connection("PLAINTEXT", True) == 0  # protected: only its listener's (none)
+    assert [q.record_listener_connection("EXTERNAL", True) for _ in range(2)] == [0, 1000]
+    q.set_connection_rates(2**31 - 1, {"EXTERNAL": 0})
+    assert q.listener_rates == {"EXTERNAL": 0.0} and q.record_listener_connection("EXTERNAL", False) == 1000
+    q.set_connection_rates(2**31 - 1, {})
+    assert q.record_listener_connection("EXTERNAL", False) == 0
