@@ -91,6 +91,7 @@ CLUSTER_MODULES = (
     "minikafka.broker.cluster.security_sync",
     "minikafka.metadata.active_controller",
     "minikafka.broker.cluster.runtime",
+    "minikafka.broker.cluster.controller_registration",
     "minikafka.broker.replication.partition_state",
     "minikafka.broker.replication.throttle",
     "minikafka.broker.replication.alter_partition",

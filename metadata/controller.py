@@ -159,6 +159,13 @@ class Controller:
                         self._elect_unclean(t.topic_id, p)
         return expired
 
+    def register_controller(self, controller_id: int, incarnation_id: str,
+                            endpoints: Iterable[tuple[str, str, int, str]],
+                            features: Iterable[tuple[str, int, int]]) -> None:
+        """Kafka's ClusterControlManager.registerController (KIP-919): one RegisterController record, the
+        request's listeners and features as they are (Kafka 4.3 checks neither against anything)."""
+        self._emit(r.register_controller(controller_id, incarnation_id, endpoints, features))
+
     def unregister_broker(self, broker_id: int) -> None:
         """Kafka's UnregisterBroker (`kafka-cluster unregister`): the broker leaves every ISR and
         leadership as when fenced, then its registration is removed; BROKER_ID_NOT_REGISTERED when none."""

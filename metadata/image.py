@@ -33,6 +33,17 @@ class BrokerInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ControllerInfo:
+    """A controller's registration (KIP-919, Kafka's ControllerRegistration): the last RegisterController
+    record of its id wins (a restarted controller registers again with a new incarnation id)."""
+    id: int
+    incarnation_id: str
+    endpoints: dict[str, tuple[str, int, str]]  # controller listener name -> (host, port, security protocol)
+    features: dict[str, tuple[int, int]]  # feature -> (min, max) supported
+    zk_migration_ready: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionInfo:
     topic: str
     topic_id: bytes  # 16 bytes
@@ -69,6 +80,7 @@ Change = tuple[str, int]  # (topic, partition)
 class MetadataImage:
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
+        self.controllers: dict[int, ControllerInfo] = {}  # controller id -> registration (RegisterController)
         self.topics: dict[str, TopicImage] = {}
         self.topics_by_id: dict[bytes, TopicImage] = {}
         self.offset = -1
@@ -104,6 +116,7 @@ class MetadataImage:
         """An independent image (PartitionInfo/BrokerInfo are immutable, the containers are copied)."""
         out = MetadataImage()
         out.brokers = dict(self.brokers)
+        out.controllers = dict(self.controllers)
         for name, t in self.topics.items():
             nt = TopicImage(t.name, t.topic_id, dict(t.configs), dict(t.partitions))
             out.topics[name] = nt
@@ -135,6 +148,9 @@ class MetadataImage:
             "securityVersion": self.security_version, "bootstrapped": self.bootstrapped,
             "brokers": [[b.id, b.epoch, b.incarnation_id, {k: list(v) for k, v in b.endpoints.items()}, b.rack,
                          b.fenced, b.in_controlled_shutdown] for b in self.brokers.values()],
+            "controllers": [[c.id, c.incarnation_id, {k: list(v) for k, v in c.endpoints.items()},
+                             {k: list(v) for k, v in c.features.items()}, c.zk_migration_ready]
+                            for c in self.controllers.values()],
             "topics": [[t.name, t.topic_id.hex(), t.configs,
                         [[p.partition, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch,
                           list(p.adding), list(p.removing)] for p in t.partitions.values()]] for t in self.topics.values()],
@@ -158,6 +174,9 @@ class MetadataImage:
         for bid, epoch, inc, endpoints, rack, fenced, shutting in data["brokers"]:
             out.brokers[bid] = BrokerInfo(bid, epoch, inc, {k: tuple(v) for k, v in endpoints.items()}, rack,
                                           fenced, shutting)
+        for cid, inc, endpoints, features, zk_ready in data.get("controllers", []):  # absent before KIP-919
+            out.controllers[cid] = ControllerInfo(cid, inc, {k: tuple(v) for k, v in endpoints.items()},
+                                                  {k: tuple(v) for k, v in features.items()}, zk_ready)
         for name, tid, configs, parts in data["topics"]:
             topic_id = bytes.fromhex(tid)
             t = TopicImage(name, topic_id, dict(configs))
@@ -186,6 +205,16 @@ class MetadataImage:
                      for e in p.get("endpoints", ())}
         self.brokers[p["brokerId"]] = BrokerInfo(p["brokerId"], p["brokerEpoch"], p.get("incarnationId", ""),
                                                  endpoints, p.get("rack"), bool(p.get("fenced", True)), False)
+        return [], []
+
+    def _register_controller(self, p: dict) -> tuple[list[Change], list[str]]:
+        endpoints = {e["name"]: (e["host"], int(e["port"]), e.get("securityProtocol", "PLAINTEXT"))
+                     for e in p.get("endPoints", ())}
+        features = {f["name"]: (int(f["minSupportedVersion"]), int(f["maxSupportedVersion"]))
+                    for f in p.get("features", ())}
+        cid = int(p["controllerId"])
+        self.controllers[cid] = ControllerInfo(cid, p.get("incarnationId", ""), endpoints, features,
+                                               bool(p.get("zkMigrationReady", False)))
         return [], []
 
     def _broker_state(self, p: dict) -> tuple[list[Change], list[str]]:
@@ -333,7 +362,7 @@ class MetadataImage:
         return [], []
 
 
-_APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.BROKER_STATE: MetadataImage._broker_state,
+_APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.REGISTER_CONTROLLER: MetadataImage._register_controller, r.BROKER_STATE: MetadataImage._broker_state,
           r.UNREGISTER_BROKER: MetadataImage._unregister_broker,
           r.TOPIC: MetadataImage._topic, r.PARTITION: MetadataImage._partition,
           r.PARTITION_CHANGE: MetadataImage._partition_change, r.REMOVE_TOPIC: MetadataImage._remove_topic,

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 REGISTER_BROKER = "RegisterBroker"
 BROKER_STATE = "BrokerState"
+REGISTER_CONTROLLER = "RegisterController"  # Kafka's RegisterControllerRecord (KIP-919): a controller's registration
 UNREGISTER_BROKER = "UnregisterBroker"  # Kafka's UnregisterBrokerRecord: the broker leaves the cluster's registrations
 TOPIC = "Topic"
 PARTITION = "Partition"
@@ -45,6 +46,16 @@ def register_broker(broker_id: int, broker_epoch: int, incarnation_id: str,
     return {"type": REGISTER_BROKER, "brokerId": broker_id, "brokerEpoch": broker_epoch,
             "incarnationId": incarnation_id, "rack": rack, "fenced": True,
             "endpoints": [{"name": n, "host": h, "port": p, "securityProtocol": sp} for n, h, p, sp in endpoints]}
+
+
+def register_controller(controller_id: int, incarnation_id: str, endpoints: Iterable[tuple[str, str, int, str]],
+                        features: Iterable[tuple[str, int, int]]) -> Record:
+    """Kafka's RegisterControllerRecord v0: the controller listeners' (name, host, port, security protocol)
+    and the supported (feature, min, max); zkMigrationReady always false (Kafka 4 writes false)."""
+    return {"type": REGISTER_CONTROLLER, "controllerId": controller_id, "incarnationId": incarnation_id,
+            "zkMigrationReady": False,
+            "endPoints": [{"name": n, "host": h, "port": p, "securityProtocol": sp} for n, h, p, sp in endpoints],
+            "features": [{"name": n, "minSupportedVersion": lo, "maxSupportedVersion": hi} for n, lo, hi in features]}
 
 
 def broker_state(broker_id: int, fenced: bool, in_controlled_shutdown: bool = False) -> Record:

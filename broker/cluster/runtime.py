@@ -96,6 +96,8 @@ class ClusterRuntime:
         self._flush_task: asyncio.Task | None = None
         self._clients: dict[tuple[int, str], PeerClient] = {}
         self._tasks: list[asyncio.Task] = []
+        self.controller_registration = None  # a controller's ControllerRegistrationManager (start)
+        self._registration_task: asyncio.Task | None = None
         self._want_shut_down = False
         self._should_shut_down = asyncio.Event()
         self._applied_event = asyncio.Event()
@@ -267,6 +269,11 @@ class ClusterRuntime:
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(self._lifecycle(), name="broker-lifecycle"))
+        if self.driver.quorum.is_controller:  # KIP-919: every controller registers with the active one
+            from minikafka.broker.cluster.controller_registration import ControllerRegistrationManager
+            self.controller_registration = ControllerRegistrationManager(self)
+            self._registration_task = asyncio.get_running_loop().create_task(
+                self.controller_registration.run(), name="controller-registration")
 
     async def controlled_shutdown(self, timeout_s: float | None = None) -> bool:
         """Ask the controller to move leadership away (heartbeat wantShutDown) and wait for its
@@ -303,6 +310,8 @@ class ClusterRuntime:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self._registration_task is not None:
+            self._registration_task.cancel()
         if self._flush_task is not None:
             self._flush_task.cancel()
         if self.active is not None:

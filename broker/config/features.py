@@ -23,7 +23,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 import kafka.errors as ke
 
@@ -167,16 +167,19 @@ class FeatureState:
 
     # ---------------------------------------------------------------- UpdateFeatures
 
-    def update(self, updates: Iterable[FeatureUpdate], validate_only: bool = False) -> None:
+    def update(self, updates: Iterable[FeatureUpdate], validate_only: bool = False,
+               elsewhere: Callable[[str, int], str | None] | None = None) -> None:
         """Apply all updates or none (Kafka's controller writes them as one atomic batch); raises
-        FeatureUpdateError with Kafka's code and message for the first update that cannot be applied."""
+        FeatureUpdateError with Kafka's code and message for the first update that cannot be applied.
+        `elsewhere(feature, level)`: why another node cannot take the level (a cluster's registered
+        controllers, KIP-919), checked right after this node's own range, as Kafka's reasonNotSupported."""
         updates = list(updates)
         with self._lock:
             proposed = dict(self._levels)
             for u in updates:
                 proposed[u.feature] = u.level
             for u in updates:
-                self._check(u, proposed)
+                self._check(u, proposed, elsewhere)
             if validate_only or not updates:
                 return
             levels = dict(self._levels)
@@ -191,7 +194,8 @@ class FeatureState:
         log.info("finalized features changed (epoch %d): %s", epoch,
                  ", ".join(f"{u.feature}={u.level}" for u in updates))
 
-    def _check(self, u: FeatureUpdate, proposed: dict[str, int]) -> None:
+    def _check(self, u: FeatureUpdate, proposed: dict[str, int],
+               elsewhere: Callable[[str, int], str | None] | None = None) -> None:
         name, level = u.feature, u.level
         if u.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
             raise _invalid(name, level, "The controller does not support the given upgrade type.")
@@ -204,6 +208,9 @@ class FeatureState:
             reason = (f"{what} does not support this feature." if spec is None
                       else f"{what} only supports versions {spec.range_text()}")
             raise _invalid(name, level, reason)
+        reason_elsewhere = elsewhere(name, level) if elsewhere is not None else None
+        if reason_elsewhere:
+            raise _invalid(name, level, reason_elsewhere)
         if level < current and u.upgrade_type == UPGRADE:
             raise _invalid(name, level, "Can't downgrade the version of this feature without setting the upgrade "
                                         "type to either safe or unsafe downgrade.")

@@ -1,6 +1,6 @@
 """DescribeCluster: one broker that is also the controller; on a controller listener (KRaft combined
-mode, for `--bootstrap-controller` tools) the quorum's voters as controllers, the active one as
-controller id."""
+mode, for `--bootstrap-controller` tools) the registered controllers (KIP-919 ControllerRegistration,
+`image.controllers`) with their endpoint on that listener, the quorum leader as controller id."""
 from __future__ import annotations
 
 import kafka.errors as ke
@@ -65,9 +65,13 @@ def _controllers(ctx: RequestContext, req: DescribeClusterRequest, endpoint_type
                                                      "wanted an endpoint of type BROKER",
                                        endpoint_type=endpoint_type, cluster_id=state.cluster_id or "",
                                        controller_id=-1, brokers=[])
-    controllers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=v, host=host, port=port, rack=None,
+    # KIP-919, Kafka's ControllerRegistrationsPublisher: the registered controllers with an endpoint on the
+    # listener asked (a controller not yet registered is not listed, as Kafka's)
+    registered = state.cluster.image.controllers if state.cluster is not None else {}
+    controllers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=c.id, host=c.endpoints[ctx.listener][0],
+                                                                 port=c.endpoints[ctx.listener][1], rack=None,
                                                                  is_fenced=False)
-                   for v, (host, port) in sorted(driver.voter_endpoints().items())]
+                   for c in sorted(registered.values(), key=lambda c: c.id) if ctx.listener in c.endpoints]
     leader = driver.node.leader
     ops = authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME) if req.include_cluster_authorized_operations \
         else None

@@ -25,7 +25,8 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, Cre
 from minikafka.metadata.controller import ControllerError
 from minikafka.protocol.messages import (AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
                                   AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
-                                  BrokerRegistrationRequest, BrokerRegistrationResponse, UnregisterBrokerRequest,
+                                  BrokerRegistrationRequest, BrokerRegistrationResponse,
+                                  ControllerRegistrationRequest, ControllerRegistrationResponse, UnregisterBrokerRequest,
                                   UnregisterBrokerResponse)
 from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize, authorize_cluster
@@ -43,6 +44,7 @@ from minikafka.protocol.errors import (
     STALE_BROKER_EPOCH,
     TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_ID,
+    UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 
@@ -127,6 +129,45 @@ async def handle_broker_heartbeat(ctx: RequestContext, req: BrokerHeartbeatReque
     if code:
         return answer(code)
     return answer(hb.error, hb if hb.error == 0 else None)
+
+
+# Kafka's Errors messages, which ControllerRegistrationRequest.getErrorResponse answers with
+_DEFAULT_MESSAGES = {
+    CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    REQUEST_TIMED_OUT: "The request timed out.",
+    UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
+}
+
+
+@handles(ControllerRegistrationRequest, ControllerRegistrationResponse, 0, 0, controller=True)
+async def handle_controller_registration(ctx: RequestContext,
+                                         req: ControllerRegistrationRequest) -> ControllerRegistrationResponse:
+    """KIP-919, as Kafka's ControllerApis / ClusterControlManager.registerController: CLUSTER_ACTION on the
+    cluster; the active controller appends a RegisterController record with the listeners and features
+    as sent (an unknown security protocol id: UNKNOWN_SERVER_ERROR) and answers once it is committed."""
+    from minikafka.broker.cluster.runtime import SECURITY_PROTOCOL_NAMES
+
+    def answer(code: int) -> ControllerRegistrationResponse:
+        return ControllerRegistrationResponse(throttle_time_ms=0, error_code=code,
+                                              error_message=_DEFAULT_MESSAGES.get(code, "") if code else "")
+    if not authorize_cluster(ctx, acl.CLUSTER_ACTION):
+        return answer(CLUSTER_AUTHORIZATION_FAILED)
+    if _active(ctx) is None:
+        return answer(NOT_CONTROLLER)
+    if any(l.security_protocol not in SECURITY_PROTOCOL_NAMES for l in req.listeners):
+        return answer(UNKNOWN_SERVER_ERROR)  # Kafka: ListenerInfo's "Unknown security protocol" RuntimeException
+    listeners = {l.name: (l.name, l.host, l.port, SECURITY_PROTOCOL_NAMES[l.security_protocol])
+                 for l in req.listeners}  # mapKey: the last of a name wins, as Kafka's LinkedHashMap
+    features = {f.name: (f.name, f.min_supported_version, f.max_supported_version) for f in req.features}
+
+    def register(c):
+        return c.register_controller(req.controller_id, str(req.incarnation_id), listeners.values(),
+                                     features.values())
+    _r, code = await _run(ctx, register)
+    if code == 0:
+        log.info("controller: controller %d registered (incarnation %s)", req.controller_id, req.incarnation_id)
+    return answer(code)
 
 
 # -- partitions ---------------------------------------------------------------------------------------

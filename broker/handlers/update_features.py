@@ -33,8 +33,16 @@ async def handle_update_features(ctx: RequestContext, req: UpdateFeaturesRequest
         return UpdateFeaturesResponse(throttle_time_ms=0, error_code=ke.ClusterAuthorizationFailedError.errno,
                                       error_message="Cluster authorization failed.", results=[])
     updates = _updates(req, version)
+    elsewhere = None
+    cluster = getattr(ctx.broker, "cluster", None)
+    if cluster is not None:  # KIP-919: every registered controller (and static voter) must support the level
+        from minikafka.broker.cluster.controller_registration import reason_controllers_do_not_support
+
+        def elsewhere(feature: str, level: int) -> str | None:
+            return reason_controllers_do_not_support(cluster.image.controllers, ctx.broker.node_id,
+                                                     cluster.driver.quorum.voters, feature, level)
     try:
-        ctx.broker.features.update(updates, validate_only=version >= 1 and req.validate_only)
+        ctx.broker.features.update(updates, validate_only=version >= 1 and req.validate_only, elsewhere=elsewhere)
     except FeatureUpdateError as exc:
         return UpdateFeaturesResponse(throttle_time_ms=0, error_code=exc.errno,
                                       error_message=FAILED_PREFIX + exc.message, results=[])

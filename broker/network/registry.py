@@ -147,6 +147,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     63: ApiEntry("controller", 0, 2),  # BrokerHeartbeat
     67: ApiEntry("controller", 0, 0),  # AllocateProducerIds (KIP-730)
     64: ApiEntry("controller", 0, 0),  # UnregisterBroker (forwarded by brokers)
+    70: ApiEntry("controller", 0, 0),  # ControllerRegistration (KIP-919: each controller registers with the active one)
     58: ApiEntry("envelope", 0, 0),  # Envelope: a client's request forwarded by a broker, with its principal
 }
 

@@ -164,6 +164,18 @@ def describe_cluster_controllers(c: RawClient, r: Res) -> int:
                                             include_fenced_brokers=False), 2).error_code
 
 
+def controller_registration(c: RawClient, r: Res) -> int:
+    """KIP-919: a controller's registration (an id no node has, the features every node supports)."""
+    import uuid
+    from minikafka.protocol.messages import ControllerRegistrationRequest as Reg
+    from minikafka.protocol.messages import ControllerRegistrationResponse as RegResp
+    resp = c.request(Reg(controller_id=4242, incarnation_id=uuid.uuid4(), zk_migration_ready=False,
+                         listeners=[Reg.Listener(name="CONTROLLER", host="127.0.0.1", port=1, security_protocol=2)],
+                         features=[Reg.Feature(name="metadata.version", min_supported_version=7,
+                                               max_supported_version=30)]), 0, RegResp)
+    return resp.error_code
+
+
 def elect_leaders(c: RawClient, r: Res) -> int:
     T = ElectLeadersRequest.TopicPartitions
     resp = c.request(ElectLeadersRequest(election_type=0, topic_partitions=[T(topic=r.topic, partitions=[0])],
@@ -232,7 +244,9 @@ ROWS = [
     Row("ListPartitionReassignments", list_reassignments, [(C, "cluster", A.DESCRIBE, CLUSTER_DENIED)], 0),
 ]
 CONTROLLER_ONLY = [Row("DescribeCluster(controllers)", describe_cluster_controllers,
-                       [(C, "cluster", A.ALTER, CLUSTER_DENIED)], 0)]
+                       [(C, "cluster", A.ALTER, CLUSTER_DENIED)], 0),
+                   Row("ControllerRegistration", controller_registration,
+                       [(C, "cluster", A.CLUSTER_ACTION, CLUSTER_DENIED)], 0)]
 
 
 def _alice(rtype: int, name: str, op: int, perm: int = A.ALLOW) -> A.AclBinding:
