@@ -54,6 +54,7 @@ from minikafka.storage.partition_metadata import (
 )
 
 if TYPE_CHECKING:  # imported on first open: start-up lists directories only
+    from minikafka.storage import replica_move
     from minikafka.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,11 @@ HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 RECOVERY_PENDING_FILE = ".minikafka_recovery_pending"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
+# a replica being moved to another log dir (AlterReplicaLogDirs): `<topic>-<partition>.<uuid>-future`,
+# as Kafka names it; the copy is complete once MOVE_COMPLETE_FILE is in it (see `move_replica`)
+FUTURE_DIR_SUFFIX = "-future"
+MOVE_COMPLETE_FILE = ".minikafka_move_complete"
+MAX_PREFERRED_DIRS = 100_000  # prefer_dir entries kept for partitions not created yet
 OPEN_WORKERS = 2
 
 TopicPartition = tuple[str, int]
@@ -136,6 +142,10 @@ class LogManager:
     def __init__(self, log_dirs: Iterable[Path], default_config: LogConfig,
                  clock: Callable[[], float] = time.time) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
+        # Kafka's CleanShutdownFile: the broker epoch a clean shutdown writes, read back at load (-1: none
+        # or an unclean shutdown), sent as BrokerRegistration's previousBrokerEpoch (KIP-966)
+        self.broker_epoch = -1
+        self.previous_broker_epoch = -1
         if not self.log_dirs:
             raise ValueError("at least one log dir is required")
         self.default_config = default_config
@@ -153,6 +163,10 @@ class LogManager:
         self.loaded = False
         # high watermarks read from each log dir's replication-offset-checkpoint at load
         self._hw_checkpoints: dict[TopicPartition, int] = {}
+        self._moves: dict[TopicPartition, "replica_move.Move"] = {}  # moves between log dirs
+        self._preferred: dict[TopicPartition, Path] = {}  # prefer_dir: the log dir of a future partition
+        self._mover: concurrent.futures.ThreadPoolExecutor | None = None
+        self._swapper: concurrent.futures.ThreadPoolExecutor | None = None
 
     def load(self, config_for: Callable[[str], LogConfig] | None = None,
              keep: Callable[[str, int], bool] | None = None, *, lazy: bool = False) -> list[PartitionLog]:
@@ -167,6 +181,7 @@ class LogManager:
         if config_for is not None:
             self._config_for = config_for
         found: list[TopicPartition] = []
+        futures: list[tuple[Path, bool]] = []  # (-future directory, its log dir's last shutdown was clean)
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._hw_checkpoints.update(read_offset_checkpoint(log_dir / HW_CHECKPOINT_FILE))
@@ -183,6 +198,9 @@ class LogManager:
                     shutil.rmtree(path, ignore_errors=True)
                     continue
                 if name.endswith(STRAY_DIR_SUFFIX) or (name == METADATA_LOG_DIR and (path / "quorum.log").exists()):
+                    continue
+                if name.endswith(FUTURE_DIR_SUFFIX):
+                    futures.append((path, clean))
                     continue
                 try:
                     topic, partition = parse_partition_dir(name)
@@ -203,11 +221,112 @@ class LogManager:
                 log.warning("removed %d partition directories of %s not in the topic catalog", unwanted, log_dir)
                 fsync_dir(log_dir)
             if clean:
+                self.previous_broker_epoch = max(self.previous_broker_epoch, _marker_epoch(marker))
                 marker.unlink()
                 fsync_dir(log_dir)
+        for path, _clean in futures:
+            found += self._settle_future(path, keep)
         if lazy:
             return []
         return [plog for tp in found if (plog := self.get(*tp)) is not None]
+
+    def _settle_future(self, path: Path, keep: Callable[[str, int], bool] | None) -> list[TopicPartition]:
+        """A move to another log dir that the last run left unfinished (load). Until the copy is
+        complete (MOVE_COMPLETE_FILE) the partition's own directory is authoritative and the partial
+        copy is removed; a complete copy whose original is gone (the crash came between the two
+        renames of the swap) becomes the partition's directory. Returns the partition if it was adopted."""
+        stem = path.name[:-len(FUTURE_DIR_SUFFIX)]
+        name, _, _unique = stem.rpartition(".")
+        try:
+            topic, partition = parse_partition_dir(name)
+        except ValueError:
+            return []
+        tp = (topic, partition)
+        complete = (path / MOVE_COMPLETE_FILE).exists()
+        if tp in self._logs or tp in self._unopened or not complete or (keep is not None and not keep(topic, partition)):
+            log.info("removing the unfinished move of %s-%d to %s", topic, partition, path.parent)
+            shutil.rmtree(path, ignore_errors=True)
+            fsync_dir(path.parent)
+            return []
+        final = path.parent / name
+        path.rename(final)
+        (final / MOVE_COMPLETE_FILE).unlink(missing_ok=True)
+        fsync_dir(path.parent)
+        log.info("finished moving %s-%d to %s", topic, partition, path.parent)
+        self._unopened[tp] = UnopenedLog(final, topic, partition, False)
+        self._dir_counts[final.parent] = self._dir_counts.get(final.parent, 0) + 1
+        return [tp]
+
+    # -- moving a replica between log dirs (AlterReplicaLogDirs; storage/replica_move.py) -----------
+    def log_dir_of(self, path: str) -> Path | None:
+        """The configured log dir named by `path`, which must be absolute (Kafka compares it with each
+        log dir's absolute path); None if there is none."""
+        if not os.path.isabs(path):
+            return None
+        for d in self.log_dirs:
+            if path in (os.path.abspath(d), str(d.resolve())):
+                return d
+        return None
+
+    def prefer_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Where the partition goes when it is created here later (Kafka maybeUpdatePreferredLogDir);
+        not recorded if it is already there."""
+        directory = self.directory(topic, partition)
+        if directory is None or directory.parent != log_dir:
+            if len(self._preferred) >= MAX_PREFERRED_DIRS:  # bounded: the oldest wish goes first
+                del self._preferred[next(iter(self._preferred))]
+            self._preferred[(topic, partition)] = log_dir
+
+    def move_replica(self, topic: str, partition: int, log_dir: Path) -> "replica_move.Move | None":
+        """Owner thread: start moving the partition's log to `log_dir` (another of this manager's log
+        dirs) in the background; a move in progress to another dir is redirected. None if the
+        partition is unknown, or already in `log_dir` with no move going on."""
+        from minikafka.storage import replica_move
+        plog = self.get(topic, partition)
+        if plog is None:
+            return None
+        tp = (topic, partition)
+        move = self._moves.get(tp)
+        if move is not None and not move.done:
+            move.redirect(log_dir)
+            return move
+        if plog.dir.parent == log_dir:
+            return None
+        move = replica_move.Move(self, plog, log_dir)
+        self._moves[tp] = move
+        move.start()
+        return move
+
+    def moving(self, topic: str, partition: int) -> "replica_move.Move | None":
+        """The partition's move in progress, if any."""
+        move = self._moves.get((topic, partition))
+        return move if move is not None and not move.done else None
+
+    def moved(self, move: "replica_move.Move", old_dir: Path) -> None:
+        """Owner thread (replica_move): the move's log is now in its new directory."""
+        if self._dir_counts.get(old_dir.parent, 0) > 0:
+            self._dir_counts[old_dir.parent] -= 1
+        self._dir_counts[move.plog.dir.parent] = self._dir_counts.get(move.plog.dir.parent, 0) + 1
+
+    def forget_move(self, move: "replica_move.Move") -> None:
+        tp = (move.plog.topic, move.plog.partition)
+        if self._moves.get(tp) is move:
+            del self._moves[tp]
+
+    def mover(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The thread copying moving partitions (one move's round at a time)."""
+        if self._mover is None:
+            self._mover = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-move")
+        return self._mover
+
+    def swapper(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The thread of the swaps (short: never queued behind a copy)."""
+        if self._swapper is None:
+            self._swapper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-swap")
+        return self._swapper
+
+    def is_registered(self, plog: PartitionLog) -> bool:
+        return self._logs.get((plog.topic, plog.partition)) is plog
 
     # -- lookup and lazy opening (owner thread unless noted) ---------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -360,7 +479,9 @@ class LogManager:
         until `register` or `release`. Owner thread; no file work."""
         out = []
         for partition in partitions:
-            log_dir = min(self.log_dirs, key=lambda d: self._dir_counts[d])
+            log_dir = self._preferred.pop((topic, partition), None)
+            if log_dir is None:
+                log_dir = min(self.log_dirs, key=lambda d: self._dir_counts[d])
             self._dir_counts[log_dir] += 1
             out.append(log_dir / f"{topic}-{partition}")
         return out
@@ -406,6 +527,9 @@ class LogManager:
         """Forget the partition (owner thread); the caller closes and removes it with `discard`. An
         unopened one comes back as its `UnopenedLog` (no need to open what is being deleted)."""
         tp = (topic, partition)
+        move = self._moves.pop(tp, None)
+        if move is not None:
+            move.stop()  # before it goes: a swap in progress finishes in the new directory
         plog: AnyLog | None = self._logs.pop(tp, None)
         if plog is None:
             plog = self._unopened.pop(tp, None)
@@ -479,6 +603,13 @@ class LogManager:
     def close(self) -> None:
         """Flush and close every opened log (and those a worker is opening: waited for), then per log
         dir write the partitions still needing recovery and the clean-shutdown marker."""
+        for move in list(self._moves.values()):
+            move.stop()  # a copy in progress is given up, a swap in progress finished
+        self._moves.clear()
+        for pool in (self._mover, self._swapper):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)  # a stopped copy ends within a chunk
+        self._mover = self._swapper = None
         if self._opener is not None:
             for u in self._unopened.values():
                 if u.future is not None:
@@ -505,7 +636,8 @@ class LogManager:
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             _write_pending(log_dir, sorted(still_unclean.get(log_dir, ())))
-            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE,
+                         json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}).encode())
 
 
 def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -552,6 +684,14 @@ def _read_pending(log_dir: Path) -> set[str] | None:
     except (ValueError, KeyError, TypeError):
         log.warning("unreadable %s: recovering every partition of %s", path, log_dir)
         return None
+
+
+def _marker_epoch(marker: Path) -> int:
+    """The brokerEpoch of a clean-shutdown marker (-1 when unreadable)."""
+    try:
+        return int(json.loads(marker.read_text()).get("brokerEpoch", -1))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return -1
 
 
 def _write_pending(log_dir: Path, names: list[str]) -> None:

@@ -762,6 +762,16 @@ class PartitionLog:
         self._graveyard.append((now_ms + self._config.file_delete_delay_ms, old))
         return True
 
+    def quiesce(self) -> bool:
+        """A move's swap (replica_move.py): as `truncate_to_async`, writes refused till `_truncating` resets."""
+        if self._truncating:
+            return False
+        self.drain_writes()
+        self._truncating = True
+        self._producers.take_snapshot()
+        self._epochs.flush()
+        return True
+
     # ---------------------------------------------------------------- lifecycle
 
     def close(self) -> None:

@@ -61,6 +61,7 @@ API_TABLE: dict[int, ApiEntry] = {
     31: ApiEntry("acls", 1, 3),  # DeleteAcls
     32: ApiEntry("configs", 1, 4),  # DescribeConfigs
     33: ApiEntry("configs", 0, 2),  # AlterConfigs
+    34: ApiEntry("log_dirs", 1, 2),  # AlterReplicaLogDirs
     35: ApiEntry("log_dirs", 1, 5),  # DescribeLogDirs
     36: ApiEntry("sasl", 0, 2),  # SaslAuthenticate
     37: ApiEntry("topics", 0, 3),  # CreatePartitions

@@ -104,7 +104,6 @@ HIGHER_MIN_ALLOWED: dict[int, str] = {
 
 # API key -> why minikafka's broker listener does not serve it at Kafka's version yet (issue 31).
 OPEN_IN_ISSUE_31: dict[int, str] = {
-    34: "AlterReplicaLogDirs: JBOD (several log.dirs) is not supported",
 }
 
 VIEWS = {"single node": advertised_versions(), "quorum broker": advertised_versions(quorum=True)}
