@@ -166,10 +166,13 @@ def test_quorum_rpcs_are_refused_from_another_cluster_and_on_broker_listeners(cl
         r = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1,
                                              include_fenced_brokers=False), 2, DescribeClusterResponse)
         assert (r.error_code, r.brokers) == (114, [])
-        r = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2,
-                                             include_fenced_brokers=False), 2, DescribeClusterResponse)
-        assert (r.error_code, r.controller_id) == (0, leader)
-        assert sorted((b.broker_id, b.port) for b in r.brokers) == sorted(cluster.controller_ports.items())
+        def controllers():  # the registered controllers (KIP-919): each registers once caught up
+            r = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2,
+                                                 include_fenced_brokers=False), 2, DescribeClusterResponse)
+            assert (r.error_code, r.controller_id) == (0, leader)
+            return sorted((b.broker_id, b.port) for b in r.brokers)
+        wait_until(lambda: controllers() == sorted(cluster.controller_ports.items()), timeout=20,
+                   what="every controller registered")
         q = c.request(DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
             topic_name="other", partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])]),
             2, DescribeQuorumResponse)
