@@ -159,3 +159,11 @@ def test_registrations_survive_a_failover_and_follow_a_new_port(tmp_path):
                    what=f"controller {moved}'s new port registered")
         wait_until(lambda: controllers(new_port) == (new_leader, expected(c)), timeout=30,
                    what=f"controller {moved} itself listing the new registrations")
+
+
+def test_controller_only_nodes_register_and_a_broker_only_node_does_not(tmp_path):
+    with running(Cluster(tmp_path, size=3, broker_only=1, controller_only=True), timeout=40) as c:
+        leader, _epoch = c.agreed_leader(c.voters, timeout=20)
+        for n in c.voters:
+            wait_until(lambda n=n: controllers(c.controller_ports[n]) == (leader, expected(c)), timeout=30,
+                       what=f"controller-only node {n} listing the three controllers (not broker 4)")
