@@ -187,6 +187,23 @@ def fetch_directory_id(req: Any, version: int) -> str | None:
     return None
 
 
+UNKNOWN_HIGH_WATERMARK = 2**63 - 1  # Fetch v18's default: the follower does not send its high watermark
+
+
+def fetch_high_watermark(req: Any, version: int) -> int | None:
+    """The high watermark the fetching replica knows (Fetch v18+, KIP-1166); None before v18, when it sends
+    none (Long.MAX_VALUE) or does not know one (-1)."""
+    if version < 18:
+        return None
+    for topic in req.topics or ():
+        if topic.topic_id == METADATA_TOPIC_ID:
+            for part in topic.partitions or ():
+                if part.partition == METADATA_PARTITION:
+                    hw = getattr(part, "high_watermark", UNKNOWN_HIGH_WATERMARK)
+                    return None if hw is None or hw < 0 or hw == UNKNOWN_HIGH_WATERMARK else hw
+    return None
+
+
 def from_fetch_request(req: Any, version: int) -> FetchRequest | None:
     """The core's FetchRequest; None unless it fetches `__cluster_metadata`-0 as a replica."""
     replica = req.replica_state.replica_id if version >= 15 else req.replica_id

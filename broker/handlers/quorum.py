@@ -91,7 +91,7 @@ async def handle_end_quorum_epoch(ctx: RequestContext, req: EndQuorumEpochReques
     return await _epoch_rpc(ctx, req, wire.from_end_request(req, ctx.api_version), EndQuorumEpochResponse)
 
 
-@handles(FetchRequest, FetchResponse, 13, 17, controller=True)
+@handles(FetchRequest, FetchResponse, 13, 18, controller=True)
 async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     driver = _driver(ctx)
     msg = wire.from_fetch_request(req, ctx.api_version)
@@ -106,10 +106,14 @@ async def handle_quorum_fetch(ctx: RequestContext, req: FetchRequest) -> FetchRe
         driver.replica_directories[msg.replica] = directory
     reply = driver.receive(msg, CoreFetchResponse)
     # long poll (Kafka's MaxWaitMs): an answer with nothing new for the follower (no entries, the high
-    # watermark it was last told) waits for news — an entry, a higher high watermark, another epoch —
-    # and the fetch is then answered afresh (the core's handling of a fetch is idempotent)
+    # watermark it knows: the one its v18 fetch carries (KIP-1166), else the one it was last told) waits
+    # for news — an entry, a higher high watermark, another epoch — and the fetch is then answered afresh
+    # (the core's handling of a fetch is idempotent)
     deadline = time.monotonic() + min(max(req.max_wait_ms, 0), MAX_WAIT_MS) / 1000
     told = driver.told_high_watermark
+    known = wire.fetch_high_watermark(req, ctx.api_version)
+    if known is not None:
+        told[msg.replica] = known
     while (reply is not None and not reply.fenced and not reply.entries and reply.diverging is None
            and reply.snapshot_id is None and reply.high_watermark == told.get(msg.replica)):
         left = deadline - time.monotonic()

@@ -115,11 +115,16 @@ API_TABLE: dict[int, ApiEntry] = {
 # As Kafka, these listeners answer nothing else, and broker listeners neither advertise nor serve
 # Vote/BeginQuorumEpoch/EndQuorumEpoch. Fetch here is the quorum's Fetch of `__cluster_metadata`.
 CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
-    1: ApiEntry("quorum", 13, 17),  # Fetch (the metadata log)
+    1: ApiEntry("quorum", 13, 18),  # Fetch (the metadata log; v18: the follower's high watermark, KIP-1166)
     17: ApiEntry("sasl", 0, 1),  # SaslHandshake (SASL_* controller listeners: peers log in first)
     18: ApiEntry("api_versions", 0, 4),
     19: ApiEntry("controller", 2, 7),  # CreateTopics (forwarded by brokers; the active controller decides)
     20: ApiEntry("controller", 1, 6),  # DeleteTopics
+    29: ApiEntry("acls", 1, 3),  # DescribeAcls (describe-side APIs: what `--bootstrap-controller` tools ask)
+    32: ApiEntry("configs", 1, 4),  # DescribeConfigs
+    41: ApiEntry("delegation_tokens", 1, 3),  # DescribeDelegationToken
+    50: ApiEntry("scram_credentials", 0, 0),  # DescribeUserScramCredentials
+    57: ApiEntry("update_features", 0, 2),  # UpdateFeatures
     30: ApiEntry("controller_security", 1, 3),  # CreateAcls (forwarded by brokers: AccessControlEntry records)
     31: ApiEntry("controller_security", 1, 3),  # DeleteAcls
     33: ApiEntry("controller", 0, 2),  # AlterConfigs (topic overrides forwarded by brokers)

@@ -139,3 +139,40 @@ def test_min_versions_are_not_above_kafkas():
             kafka = KAFKA_4_3_1_BROKER_APIS.get(key)
             if kafka is not None and key not in HIGHER_MIN_ALLOWED:
                 assert lo <= kafka[1], (view_name, key, kafka[0], lo, kafka[1])
+
+
+# Kafka 4.3.1's CONTROLLER listener: the requests whose schema's `listeners` hold "controller"
+# (kafka-clients-4.3.1.jar common/message/*Request.json; Kafka's controller ApiVersions is built from them).
+KAFKA_4_3_1_CONTROLLER_APIS: dict[int, tuple[str, int, int]] = {
+    1: ("Fetch", 4, 18), 17: ("SaslHandshake", 0, 1), 18: ("ApiVersions", 0, 4), 19: ("CreateTopics", 2, 7),
+    20: ("DeleteTopics", 1, 6), 29: ("DescribeAcls", 1, 3), 30: ("CreateAcls", 1, 3), 31: ("DeleteAcls", 1, 3),
+    32: ("DescribeConfigs", 1, 4), 33: ("AlterConfigs", 0, 2), 36: ("SaslAuthenticate", 0, 2),
+    37: ("CreatePartitions", 0, 3), 38: ("CreateDelegationToken", 1, 3), 39: ("RenewDelegationToken", 1, 2),
+    40: ("ExpireDelegationToken", 1, 2), 41: ("DescribeDelegationToken", 1, 3), 43: ("ElectLeaders", 0, 2),
+    44: ("IncrementalAlterConfigs", 0, 1), 45: ("AlterPartitionReassignments", 0, 1),
+    46: ("ListPartitionReassignments", 0, 0), 49: ("AlterClientQuotas", 0, 1),
+    50: ("DescribeUserScramCredentials", 0, 0), 51: ("AlterUserScramCredentials", 0, 0), 52: ("Vote", 0, 2),
+    53: ("BeginQuorumEpoch", 0, 1), 54: ("EndQuorumEpoch", 0, 1), 55: ("DescribeQuorum", 0, 2),
+    56: ("AlterPartition", 2, 3), 57: ("UpdateFeatures", 0, 2), 58: ("Envelope", 0, 0), 59: ("FetchSnapshot", 0, 1),
+    60: ("DescribeCluster", 0, 2), 62: ("BrokerRegistration", 0, 4), 63: ("BrokerHeartbeat", 0, 2),
+    64: ("UnregisterBroker", 0, 0), 67: ("AllocateProducerIds", 0, 0), 70: ("ControllerRegistration", 0, 0),
+    73: ("AssignReplicasToDirs", 0, 0), 80: ("AddRaftVoter", 0, 1), 81: ("RemoveRaftVoter", 0, 0),
+    82: ("UpdateRaftVoter", 0, 0),
+}
+# API key -> why minikafka's controller listener does not serve it at Kafka's version (a departure, stated).
+CONTROLLER_DEPARTURES: dict[int, str] = {
+    1: "(min version only) the controller's Fetch is the metadata quorum's: v13+ (topic ids)",
+    73: "AssignReplicasToDirs: a replica's log dir stays a broker-local matter (JBOD moves are local)",
+}
+
+
+def test_the_controller_listener_serves_kafkas_controller_apis():
+    ours = {key: (lo, hi) for key, lo, hi in advertised_versions(controller=True)}
+    gaps = {}
+    for key, (name, _lo, hi) in KAFKA_4_3_1_CONTROLLER_APIS.items():
+        if key in ours and ours[key][1] >= hi:
+            continue
+        if key not in CONTROLLER_DEPARTURES:
+            gaps[key] = f"{name} ({key}): ours {ours.get(key)}, Kafka 4.3.1 up to v{hi}"
+    assert not gaps, gaps
+    assert set(ours) <= set(KAFKA_4_3_1_CONTROLLER_APIS), set(ours) - set(KAFKA_4_3_1_CONTROLLER_APIS)
