@@ -462,8 +462,8 @@ def _quorum_config(cfg: "BrokerConfig") -> QuorumConfig | None:
     names = tuple(n.strip().upper() for n in cfg.get("controller.listener.names").split(",") if n.strip())
     # KIP-853: bootstrap servers without voters — a dynamic quorum whose voter set is in the log
     bootstrap = () if voters else parse_bootstrap_servers(cfg.get("controller.quorum.bootstrap.servers"))
-    if set(voters) <= {cfg.node_id} and not bootstrap:
-        return None
+    if set(voters) <= {cfg.node_id} and not bootstrap and roles != {"controller"}:
+        return None  # (a lone controller-only voter is a quorum of one: its brokers are other nodes)
     if roles == {"broker"}:  # Kafka's checks for a broker-only node
         if cfg.node_id in voters:
             raise ConfigError(f"If process.roles contains just the 'broker' role, the node id {cfg.node_id} must "

@@ -93,3 +93,21 @@ def test_controller_only_nodes_and_broker_only_nodes(split_cluster):
     _produce(c, "split", [b"more"])
     got = confluent_consume(c.nodes[4].bootstrap, "split", {0: 101}, timeout=30)[0]
     assert got[-1].value() == b"more"
+
+
+def test_one_controller_only_node_and_two_brokers(tmp_path):
+    """A lone controller-only voter (process.roles=controller, controller.quorum.voters=1@...) is a quorum
+    of one, as in Kafka (a common development layout), not a single-node broker: brokers 2 and 3 register
+    with it, serve a replicated topic, and carry on through a kill -9 and restart of the controller."""
+    with running(Cluster(tmp_path, size=1, config=ROLES_CONFIG, broker_only=2, controller_only=True)) as c:
+        wait_until(lambda: _brokers(c, 2) == {2, 3}, timeout=30, what="brokers 2 and 3 registered")
+        _create(c, "lone", [2, 3], via=2, on=c.brokers)
+        values = [b"l%d" % i for i in range(50)]
+        _produce(c, "lone", values)
+        c.kill(1)
+        c.restart(1)
+        c.agreed_leader([1], timeout=20)
+        _create(c, "lone-after", [3, 2], via=3, on=c.brokers)
+        _produce(c, "lone", [b"after"])
+        got = confluent_consume(c.bootstrap, "lone", {0: 51}, timeout=30)[0]
+        assert [m.value() for m in got] == [*values, b"after"]
