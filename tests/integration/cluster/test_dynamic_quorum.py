@@ -229,3 +229,52 @@ def test_grow_from_one_standalone_controller_to_three_then_shrink(dynamic):
     # node 1 stays an observer of the quorum (it still fetches the log)
     _wait(lambda: 1 in {int(i) for i in re.findall(r'"id": (\d+)', _status(lab, c[leader])["CurrentObservers"])},
           what="node 1 observes")
+
+
+def test_three_initial_controllers_formatted_with_directory_ids(tmp_path):
+    """`storage format --initial-controllers id@host:port:directoryId,...` on three nodes (Kafka's way to
+    start a dynamic quorum with several voters): every node starts as a voter with the directory id it
+    was formatted with, they elect a leader, a kill -9 of the leader elects another, and Kafka's
+    `remove-controller` / `add-controller` work on the result."""
+    lab = pytest.importorskip("scripts.apache_kafka")
+    ports = {n: free_port() for n in (1, 2, 3)}
+    controllers = {n: free_port() for n in (1, 2, 3)}
+    directories = {n: base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=") for n in (1, 2, 3)}
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    bootstrap = ",".join(f"{HOST}:{controllers[n]}" for n in (1, 2, 3))
+    initial = ",".join(f"{n}@{HOST}:{controllers[n]}:{directories[n]}" for n in (1, 2, 3))
+    configs = {n: _config(n, ports[n], controllers[n], bootstrap) for n in (1, 2, 3)}
+    dirs = {n: tmp_path / f"node{n}" for n in (1, 2, 3)}
+    for n in (1, 2, 3):
+        res = _format(configs[n], dirs[n], "--cluster-id", cluster_id, "--initial-controllers", initial)
+        assert res.returncode == 0, res.stderr
+        assert _directory_id(dirs[n]) == directories[n]  # the local voter's directory id is the one given
+    nodes = {n: MiniKafka(config=configs[n], data_dir=dirs[n], port=ports[n], start=False) for n in (1, 2, 3)}
+    try:
+        for node in nodes.values():
+            node.start()
+        status = _wait(lambda: (s := _status(lab, controllers[1])) and int(s["LeaderId"]) > 0 and s,
+                       what="a leader among the three")
+        assert _voter_ids(status) == [1, 2, 3]
+        for n in (1, 2, 3):
+            assert f'{{"id": {n}, "directoryId": "{directories[n]}"' in status["CurrentVoters"], status
+        leader = int(status["LeaderId"])
+        nodes[leader].kill()
+        rest = [n for n in (1, 2, 3) if n != leader]
+        status = _wait(lambda: (s := _status(lab, controllers[rest[0]])) and int(s["LeaderId"]) in rest and s,
+                       timeout=60, what="a new leader among the other two")
+        new_leader = int(status["LeaderId"])
+        res = _quorum(lab, controllers[new_leader], "remove-controller", "--controller-id", str(leader),
+                      "--controller-directory-id", directories[leader])
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert _voter_ids(_status(lab, controllers[new_leader])) == rest
+        nodes[leader].start()  # back as an observer: it fetches, and add-controller makes it a voter again
+        props = _props_file(tmp_path / "back.properties", configs[leader], dirs[leader])
+        _wait(lambda: leader in {int(i) for i in re.findall(r'"id": (\d+)', _status(
+            lab, controllers[new_leader])["CurrentObservers"])}, timeout=60, what="the old leader observes")
+        res = _quorum(lab, controllers[new_leader], "--command-config", props, "add-controller")
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert _voter_ids(_status(lab, controllers[new_leader])) == [1, 2, 3]
+    finally:
+        for node in nodes.values():
+            node.close()
