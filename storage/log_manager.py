@@ -608,7 +608,7 @@ class LogManager:
         self._moves.clear()
         for pool in (self._mover, self._swapper):
             if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)  # a stopped copy ends within a chunk
+                pool.shutdown(wait=True)  # a stopped copy ends within a chunk; then its copy is removed
         self._mover = self._swapper = None
         if self._opener is not None:
             for u in self._unopened.values():

@@ -220,18 +220,23 @@ class Move:
                 return
         except Stopped:
             log.info("moving %s to %s stopped", plog.dir.name, self.dest)
+            self._discard_future()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self.error = exc
             log.error("moving %s to %s failed: %r", plog.dir.name, self.dest, exc)
-            if self.future_dir is not None and not self._swapped:
-                await asyncio.to_thread(shutil.rmtree, self.future_dir, True)
+            self._discard_future()
         finally:
             self.done = True
             self.manager.forget_move(self)
             if not self.finished.done():
                 self.finished.set_result(self._swapped)
+
+    def _discard_future(self) -> None:
+        """Remove the copy on the move thread, after whatever it is doing for this move (one thread)."""
+        if self.future_dir is not None and not self._swapped:
+            self.manager.mover().submit(shutil.rmtree, self.future_dir, True)
 
     def _make(self, future: Path) -> None:
         future.mkdir(parents=True)
@@ -298,6 +303,7 @@ class Move:
                 self.plog._truncating = False
             else:
                 self._adopt(moved, old_dir)
-        if self._task is not None:
+        if self._task is not None and not self._task.done():
             self._task.cancel()
+            self._discard_future()
         self.done = True

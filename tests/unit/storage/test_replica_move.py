@@ -145,3 +145,45 @@ def test_crash_between_the_renames_finishes_the_move(tmp_path, clock):
     assert moved.log_end_offset == 6
     again.close()
     shutil.rmtree(tmp_path / "d1", ignore_errors=True)
+
+
+def test_deleting_the_partition_during_a_move_stops_it(tmp_path, clock):
+    manager, (d1, d2) = _manager(tmp_path, clock, segment_bytes=4096)
+    plog = manager.create("t", 0)
+    for _ in range(200):
+        plog.append(build_batch(3, value_size=64))
+    dest = d2 if plog.dir.parent == d1 else d1
+
+    async def run():
+        move = manager.move_replica("t", 0, dest)
+        await asyncio.sleep(0)
+        assert manager.delete_partition("t", 0)
+        await asyncio.sleep(0.05)
+        return move
+
+    move = asyncio.run(run())
+    assert move.done and manager.moving("t", 0) is None and not manager.has("t", 0)
+    manager.close()  # waits for the copy thread, which removes its copy
+    assert not any(p.name.startswith("t-0") for d in (d1, d2) for p in d.iterdir())
+
+
+def test_a_move_redirected_before_its_swap_lands_in_the_last_dir(tmp_path, clock):
+    dirs = [tmp_path / "d1", tmp_path / "d2", tmp_path / "d3"]
+    manager = LogManager(dirs, LogConfig(segment_bytes=4096), clock=clock)
+    manager.load()
+    plog = manager.create("t", 0)
+    for _ in range(100):
+        plog.append(build_batch(3, value_size=64))
+    first, last = [d for d in dirs if d != plog.dir.parent]
+
+    async def run():
+        move = manager.move_replica("t", 0, first)
+        assert manager.move_replica("t", 0, last) is move  # redirected
+        await move.finished
+        return move
+
+    move = asyncio.run(run())
+    assert move.error is None and plog.dir == last / "t-0"
+    assert record_offsets(read_all(plog)) == list(range(300))
+    assert not any(p.name.endswith(FUTURE_DIR_SUFFIX) for d in dirs for p in d.iterdir())
+    manager.close()
