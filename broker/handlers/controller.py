@@ -46,6 +46,7 @@ from minikafka.protocol.errors import (
     UNKNOWN_TOPIC_ID,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_VERSION,
 )
 
 log = logging.getLogger(__name__)
@@ -131,12 +132,15 @@ async def handle_broker_heartbeat(ctx: RequestContext, req: BrokerHeartbeatReque
     return answer(hb.error, hb if hb.error == 0 else None)
 
 
+CONTROLLER_REGISTRATION_MV = 15  # metadata.version 3.7-IV0: Kafka's isControllerRegistrationSupported
+
 # Kafka's Errors messages, which ControllerRegistrationRequest.getErrorResponse answers with
 _DEFAULT_MESSAGES = {
     CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
     NOT_CONTROLLER: "This is not the correct controller for this cluster.",
     REQUEST_TIMED_OUT: "The request timed out.",
     UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
+    UNSUPPORTED_VERSION: "The version of API is not supported.",
 }
 
 
@@ -155,6 +159,9 @@ async def handle_controller_registration(ctx: RequestContext,
         return answer(CLUSTER_AUTHORIZATION_FAILED)
     if _active(ctx) is None:
         return answer(NOT_CONTROLLER)
+    features_state = getattr(ctx.broker, "features", None)
+    if features_state is not None and features_state.level("metadata.version") < CONTROLLER_REGISTRATION_MV:
+        return answer(UNSUPPORTED_VERSION)  # "The current MetadataVersion is too old ..." (Errors' message sent)
     if any(l.security_protocol not in SECURITY_PROTOCOL_NAMES for l in req.listeners):
         return answer(UNKNOWN_SERVER_ERROR)  # Kafka: ListenerInfo's "Unknown security protocol" RuntimeException
     listeners = {l.name: (l.name, l.host, l.port, SECURITY_PROTOCOL_NAMES[l.security_protocol])
