@@ -34,14 +34,25 @@ def encoded_requests(draw, bad_nulls: bool):
     return spec.request_class, version, encode_body(request, version)
 
 
+def _nan_free(value):
+    """`value` with every NaN float replaced by a marker (float64 fields may carry NaN, which equals nothing)."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, dict):
+        return {k: _nan_free(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_free(v) for v in value]
+    return value
+
+
 @CHECK_SETTINGS
 @given(case=encoded_requests(bad_nulls=False))
 def test_valid_requests_decode_as_kafka_python_does(case):
     request_class, version, body = case
     ours = decode_body(request_class, memoryview(body), version)
     theirs = request_class.decode(body, version=version)
-    assert ours == theirs
-    assert ours.to_dict() == theirs.to_dict()
+    assert ours == theirs or _nan_free(ours.to_dict()) == _nan_free(theirs.to_dict())
+    assert _nan_free(ours.to_dict()) == _nan_free(theirs.to_dict())
     assert ours.tags == theirs.tags
 
 
@@ -56,7 +67,7 @@ def test_nulls_where_the_schema_forbids_them_are_decode_errors(case):
     except DecodeError as exc:
         assert "non-nullable field" in str(exc) and "was serialized as null" in str(exc), exc
         return
-    assert ours.to_dict() == request_class.decode(body, version=version).to_dict()
+    assert _nan_free(ours.to_dict()) == _nan_free(request_class.decode(body, version=version).to_dict())
 
 
 def _body(request_class, version: int, raw: bytes):
