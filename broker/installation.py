@@ -82,6 +82,7 @@ CLUSTER_MODULES = (
     "minikafka.raft.driver",
     "minikafka.metadata.records",
     "minikafka.metadata.image",
+    "minikafka.metadata.partition_change",
     "minikafka.metadata.placement",
     "minikafka.metadata.controller",
     "minikafka.broker.cluster.views",

@@ -209,7 +209,9 @@ class Broker:
             state.quorum, lambda: state.cluster.image,
             ControllerConfig(session_timeout_ms=int(config.get("broker.session.timeout.ms")),
                              unclean_leader_election=config.get("unclean.leader.election.enable").strip().lower()
-                             == "true"),
+                             == "true",
+                             min_insync_replicas=int(config.get("min.insync.replicas")),
+                             elr_enabled=lambda: state.features.level("eligible.leader.replicas.version") >= 1),
             on_activate=bootstrap_credentials(state))
         attach(state)  # ACLs, SCRAM credentials, dynamic broker configs from the metadata image
 

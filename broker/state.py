@@ -343,7 +343,18 @@ class BrokerState:
                                                            TokenSettings.from_config(self.config.get)).load()
         return self._delegation_tokens
 
+    def _elr_safety_config(self) -> None:
+        """Kafka's maybeGenerateElrSafetyRecords at format time: with eligible leader replicas on, a new
+        cluster keeps min.insync.replicas in its cluster-wide dynamic configs (the static value), which then
+        cannot be removed (a cluster: the controller's bootstrap records, metadata/controller.py)."""
+        from minikafka.broker.config.features import ELR_VERSION
+        layer = self.dynamic_config.layer(False)
+        if self.features.level(ELR_VERSION) >= 1 and "min.insync.replicas" not in layer:
+            self.dynamic_config.replace(False, {**layer, "min.insync.replicas": self.config.get("min.insync.replicas")})
+
     def load(self) -> None:
+        if self.features.created and getattr(self.config, "quorum", None) is None:
+            self._elr_safety_config()
         self.catalog.load()  # reads the catalog and lists the partitions; logs open on first use
 
     def _hook_log(self, plog: PartitionLog) -> None:

@@ -31,6 +31,7 @@ from typing import Callable, Iterable
 
 from minikafka.metadata import records as r
 from minikafka.metadata.image import NO_LEADER, MetadataImage, PartitionInfo
+from minikafka.metadata.partition_change import effective_min_isr, elr_change
 from minikafka.metadata.placement import PlacementError, place
 from minikafka.protocol.errors import (
     BROKER_ID_NOT_REGISTERED,
@@ -54,6 +55,7 @@ from minikafka.protocol.errors import (
 )
 
 UNCLEAN_KEY = "unclean.leader.election.enable"
+MIN_ISR_KEY = "min.insync.replicas"
 UNCLEAN_SCAN_MS = 1000
 
 PRODUCER_ID_BLOCK = 1000  # KIP-730's block size
@@ -70,6 +72,9 @@ class ControllerError(Exception):
 class ControllerConfig:
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
     unclean_leader_election: bool = False  # this controller's static unclean.leader.election.enable
+    min_insync_replicas: int = 1  # this controller's static min.insync.replicas
+    # eligible.leader.replicas.version >= 1 finalized (KIP-966; a new Kafka 4.3 cluster's default)
+    elr_enabled: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class Controller:
 
     # -- brokers --------------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, incarnation_id: str, endpoints: Iterable[tuple[str, str, int, str]],
-                        rack: str | None, now_ms: int, next_offset: int) -> int:
+                        rack: str | None, now_ms: int, next_offset: int, previous_broker_epoch: int = -1) -> int:
         """The new broker epoch (= the offset of the RegisterBroker record). A live session of another
         incarnation refuses with DUPLICATE_BROKER_REGISTRATION (the old process may still run)."""
         old = self.image.brokers.get(broker_id)
@@ -109,7 +114,12 @@ class Controller:
             raise ControllerError(DUPLICATE_BROKER_REGISTRATION,
                                   f"Another broker is registered with that broker id {broker_id}.")
         before = self.emitted
-        if old is not None:  # a new incarnation knows nothing of its replicas' state: out of every ISR first
+        if self.elr_enabled() and (old is None or old.incarnation_id != incarnation_id):
+            # Kafka's handleBrokerShutdown: a new incarnation leaves every ISR; after an unclean shutdown
+            # (its clean-shutdown marker did not carry the registered epoch) every ELR too
+            clean = old is not None and old.epoch == previous_broker_epoch
+            self._leave_isrs(broker_id, unclean_shutdown=not clean)
+        elif old is not None:  # a new incarnation knows nothing of its replicas' state: out of every ISR first
             self._leave_isrs(broker_id)
         expected = next_offset + (self.emitted - before)  # `next_offset` was the log end when called
         epoch = self._emit(r.register_broker(broker_id, expected, incarnation_id, endpoints, rack))
@@ -180,6 +190,52 @@ class Controller:
         self._emit(r.broker_state(broker_id, fenced=True))
         self._leave_isrs(broker_id)
 
+    def elr_enabled(self) -> bool:
+        return self.config.elr_enabled is not None and bool(self.config.elr_enabled())
+
+    def min_isr(self, topic: str) -> int:
+        """The topic's effective min.insync.replicas (Kafka's getTopicEffectiveMinIsr): its config, else
+        the cluster-wide dynamic default, else this controller's static config; capped by the replicas."""
+        t = self.image.topics.get(topic)
+        value = self.config.min_insync_replicas
+        for layer in (t.configs if t is not None else {}, self.image.broker_configs.get("", {})):
+            if MIN_ISR_KEY in layer:
+                try:
+                    value = int(str(layer[MIN_ISR_KEY]).strip())
+                except ValueError:
+                    pass
+                break
+        first = next(iter(t.partitions.values()), None) if t is not None else None
+        rf = len(first.replicas) - len(first.removing) if first is not None else 0
+        return effective_min_isr(value, rf)
+
+    def _elr_step(self, t, p: PartitionInfo, target_isr: Iterable[int], *, remove: int = NO_LEADER,
+                  add: int = NO_LEADER, unclean_shutdown: int = NO_LEADER, unclean: bool | None = None) -> None:
+        """One PartitionChange with eligible leader replicas (Kafka's generateLeaderAndIsrUpdates and
+        PartitionChangeBuilder): `remove` never leads, `add` may lead although the image still shows it
+        fenced, `unclean_shutdown` leaves ISR and ELR."""
+        def acceptable(b: int) -> bool:
+            return b != remove and b != unclean_shutdown and (b == add or self._live(b))
+        ch = elr_change(replicas=p.replicas, isr=p.isr, elr=p.elr, last_known_elr=p.last_known_elr, leader=p.leader,
+                        target_isr=target_isr, min_isr=self.min_isr(t.name), acceptable=acceptable,
+                        unclean_allowed=self.unclean_enabled(t.name) if unclean is None else unclean,
+                        unclean_shutdown=() if unclean_shutdown == NO_LEADER else (unclean_shutdown,))
+        if not ch.empty:
+            self._emit(r.partition_change(
+                _sid(t.topic_id), p.partition, isr=None if ch.isr is None else list(ch.isr), leader=ch.leader,
+                elr=None if ch.elr is None else list(ch.elr),
+                last_known_elr=None if ch.last_known_elr is None else list(ch.last_known_elr)))
+
+    def clear_elrs(self, topic: str | None) -> None:
+        """Kafka's ClearElrRecord after a min.insync.replicas change (of `topic`, or None: cluster-wide):
+        the ELR and LastKnownElr of those partitions are emptied."""
+        topics = [self.image.topics[topic]] if topic in self.image.topics else [] if topic is not None \
+            else list(self.image.topics.values())
+        for t in topics:
+            for p in list(t.partitions.values()):
+                if p.elr or p.last_known_elr:
+                    self._emit(r.partition_change(_sid(t.topic_id), p.partition, elr=[], last_known_elr=[]))
+
     def _live(self, broker_id: int) -> bool:
         b = self.image.brokers.get(broker_id)
         return b is not None and not b.fenced and not b.in_controlled_shutdown
@@ -191,9 +247,19 @@ class Controller:
                 return b
         return NO_LEADER
 
-    def _leave_isrs(self, broker_id: int) -> None:
+    def _leave_isrs(self, broker_id: int, unclean_shutdown: bool = False) -> None:
         """`broker_id` out of every ISR it is in (the last member stays, leaderless unless unclean
-        election is allowed); leaders move."""
+        election is allowed); leaders move. With eligible leader replicas: as Kafka's handleBrokerFenced
+        (the ISR may become empty, members that leave an ISR below min.insync.replicas become ELR), and
+        with `unclean_shutdown` out of every ELR too."""
+        if self.elr_enabled():
+            for t in list(self.image.topics.values()):
+                for p in list(t.partitions.values()):
+                    if broker_id in p.isr or p.leader == broker_id or (unclean_shutdown and broker_id in p.elr):
+                        self._elr_step(t, p, [b for b in p.isr if b != broker_id],
+                                       remove=NO_LEADER if unclean_shutdown else broker_id,
+                                       unclean_shutdown=broker_id if unclean_shutdown else NO_LEADER)
+            return
         for t in list(self.image.topics.values()):
             for p in list(t.partitions.values()):
                 if broker_id not in p.isr and p.leader != broker_id:
@@ -212,7 +278,15 @@ class Controller:
 
     def _elect_leaderless(self, broker_id: int) -> None:
         """A broker came back: partitions without a leader whose ISR holds it get one (or, where unclean
-        election is allowed, whose replicas hold it)."""
+        election is allowed, whose replicas hold it). With eligible leader replicas every leaderless
+        partition is examined (Kafka's handleBrokerUnfenced): an ISR member, else an ELR member when the
+        ISR is empty, else the last known leader may lead."""
+        if self.elr_enabled():
+            for t in list(self.image.topics.values()):
+                for p in list(t.partitions.values()):
+                    if p.leader == NO_LEADER:
+                        self._elr_step(t, p, p.isr, add=broker_id)
+            return
         for t in list(self.image.topics.values()):
             unclean: bool | None = None
             for p in list(t.partitions.values()):
@@ -239,7 +313,14 @@ class Controller:
 
     def _elect_unclean(self, topic_id: bytes, p: PartitionInfo) -> int:
         """A leaderless partition led by its first live replica, alone in the ISR; the leader chosen
-        (NO_LEADER when no replica is alive)."""
+        (NO_LEADER when no replica is alive). With eligible leader replicas: an ISR or ELR member or the
+        last known leader first, as Kafka's UNCLEAN election; ELR and LastKnownElr are cleared."""
+        if self.elr_enabled():
+            t = self.image.topic_by_id(topic_id)
+            if t is None:
+                return NO_LEADER
+            self._elr_step(t, p, p.isr, unclean=True)
+            return t.partitions[p.partition].leader
         leader = next((b for b in p.replicas if self._live(b)), NO_LEADER)
         if leader != NO_LEADER:
             self._emit(r.partition_change(_sid(topic_id), p.partition, leader=leader, isr=[leader]))
@@ -341,6 +422,8 @@ class Controller:
         for key in sorted(set(current) | set(configs)):
             if current.get(key) != configs.get(key):
                 self._emit(r.config(r.TOPIC_RESOURCE, name, key, configs.get(key)))
+        if self.elr_enabled() and current.get(MIN_ISR_KEY) != configs.get(MIN_ISR_KEY):
+            self.clear_elrs(name)  # Kafka's ClearElrRecord for the topic
 
     def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
         """Make the BROKER resource's layer ("" = cluster default, else a broker id) exactly `configs`
@@ -349,6 +432,8 @@ class Controller:
         for key in sorted(set(current) | set(configs)):
             if current.get(key) != configs.get(key):
                 self._emit(r.config(r.BROKER_RESOURCE, resource_name, key, configs.get(key)))
+        if self.elr_enabled() and current.get(MIN_ISR_KEY) != configs.get(MIN_ISR_KEY):
+            self.clear_elrs(None)  # Kafka's ClearElrRecord for every topic
 
     def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """Make the GROUP resource's overrides exactly `configs` (validated by the caller as Kafka's
@@ -412,6 +497,9 @@ class Controller:
         if self.image.bootstrapped:
             return False
         self.alter_scram([u for u in upserts if u[1] not in self.image.scram.get(u[0], {})], [])
+        if self.elr_enabled() and MIN_ISR_KEY not in self.image.broker_configs.get("", {}):
+            # Kafka's ELR safety record at format time: the static min.insync.replicas, cluster-wide
+            self._emit(r.config(r.BROKER_RESOURCE, "", MIN_ISR_KEY, str(self.config.min_insync_replicas)))
         self._emit(r.bootstrap_done())
         return True
 
@@ -487,6 +575,25 @@ class Controller:
             kept = [b for b in replicas if b not in removing]
             if kept_isr and kept and set(kept) <= set(kept_isr):
                 isr, replicas, adding, removing = kept_isr, kept, [], []
+        if self.elr_enabled():
+            ch = elr_change(replicas=replicas, isr=p.isr, elr=[b for b in p.elr if b in replicas],
+                            last_known_elr=p.last_known_elr, leader=p.leader, target_isr=isr,
+                            min_isr=self.min_isr(t.name), acceptable=self._live)
+            leader = p.leader if ch.leader is None else ch.leader
+            isr = list(p.isr if ch.isr is None else ch.isr)
+            bump = leader == p.leader and not set(p.replicas) <= set(replicas)
+            change = r.partition_change(
+                _sid(t.topic_id), p.partition, isr=isr if tuple(isr) != p.isr else None,
+                leader=leader if leader != p.leader else None,
+                replicas=replicas if tuple(replicas) != p.replicas else None,
+                adding=adding if tuple(adding) != p.adding else None,
+                removing=removing if tuple(removing) != p.removing else None, bump_leader_epoch=bump,
+                elr=list(ch.elr) if ch.elr is not None else ([b for b in p.elr if b in replicas]
+                                                              if not set(p.elr) <= set(replicas) else None),
+                last_known_elr=None if ch.last_known_elr is None else list(ch.last_known_elr))
+            if len(change) > 3:
+                self._emit(change)
+            return
         leader = p.leader
         if not (leader in isr and self._live(leader)):
             leader = self._pick_leader(replicas, isr)

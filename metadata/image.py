@@ -56,6 +56,10 @@ class PartitionInfo:
     # an ongoing reassignment (KIP-455): `replicas` is the target followed by the replicas being removed
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    # eligible leader replicas (KIP-966): out of the ISR since it fell below min.insync.replicas, yet
+    # holding every acks=all record; last_known_elr: the last leader once the ISR became empty
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def reassigning(self) -> bool:
@@ -153,7 +157,8 @@ class MetadataImage:
                             for c in self.controllers.values()],
             "topics": [[t.name, t.topic_id.hex(), t.configs,
                         [[p.partition, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch,
-                          list(p.adding), list(p.removing)] for p in t.partitions.values()]] for t in self.topics.values()],
+                          list(p.adding), list(p.removing), list(p.elr), list(p.last_known_elr)]
+                         for p in t.partitions.values()]] for t in self.topics.values()],
         }
 
     @classmethod
@@ -181,9 +186,11 @@ class MetadataImage:
             topic_id = bytes.fromhex(tid)
             t = TopicImage(name, topic_id, dict(configs))
             for idx, replicas, isr, leader, leader_epoch, partition_epoch, *moving in parts:
-                adding, removing = moving if moving else ((), ())  # snapshots from before reassignments
+                # snapshots from before reassignments / eligible leader replicas have fewer fields
+                adding, removing, elr, lke = (list(moving) + [(), (), (), ()][len(moving):])[:4]
                 t.partitions[idx] = PartitionInfo(name, topic_id, idx, tuple(replicas), tuple(isr), leader,
-                                                  leader_epoch, partition_epoch, tuple(adding), tuple(removing))
+                                                  leader_epoch, partition_epoch, tuple(adding), tuple(removing),
+                                                  tuple(elr), tuple(lke))
             out.topics[name] = t
             out.topics_by_id[topic_id] = t
         return out
@@ -246,7 +253,8 @@ class MetadataImage:
             return [], []
         info = PartitionInfo(t.name, t.topic_id, p["partition"], tuple(p["replicas"]), tuple(p["isr"]),
                              p["leader"], p.get("leaderEpoch", 0), p.get("partitionEpoch", 0),
-                             tuple(p.get("addingReplicas", ())), tuple(p.get("removingReplicas", ())))
+                             tuple(p.get("addingReplicas", ())), tuple(p.get("removingReplicas", ())),
+                             tuple(p.get("eligibleLeaderReplicas", ())), tuple(p.get("lastKnownElr", ())))
         t.partitions[info.partition] = info
         return [(t.name, info.partition)], []
 
@@ -264,6 +272,10 @@ class MetadataImage:
             new = replace(new, adding=tuple(p["addingReplicas"]))
         if "removingReplicas" in p:
             new = replace(new, removing=tuple(p["removingReplicas"]))
+        if "eligibleLeaderReplicas" in p:
+            new = replace(new, elr=tuple(p["eligibleLeaderReplicas"]))
+        if "lastKnownElr" in p:
+            new = replace(new, last_known_elr=tuple(p["lastKnownElr"]))
         if "leader" in p and p["leader"] != old.leader:
             new = replace(new, leader=p["leader"], leader_epoch=old.leader_epoch + 1)
         elif p.get("bumpLeaderEpoch"):

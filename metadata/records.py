@@ -79,7 +79,9 @@ def partition(topic_id: str, index: int, replicas: list[int], isr: list[int], le
 
 def partition_change(topic_id: str, index: int, *, isr: list[int] | None = None, leader: int | None = None,
                      replicas: list[int] | None = None, adding: list[int] | None = None,
-                     removing: list[int] | None = None, bump_leader_epoch: bool = False) -> Record:
+                     removing: list[int] | None = None, bump_leader_epoch: bool = False,
+                     elr: list[int] | None = None, last_known_elr: list[int] | None = None) -> Record:
+    """`elr` / `last_known_elr`: Kafka's EligibleLeaderReplicas / LastKnownElr (KIP-966), when they change."""
     rec: Record = {"type": PARTITION_CHANGE, "topicId": topic_id, "partition": index}
     if adding is not None:
         rec["addingReplicas"] = list(adding)
@@ -93,6 +95,10 @@ def partition_change(topic_id: str, index: int, *, isr: list[int] | None = None,
         rec["leader"] = leader
     if replicas is not None:
         rec["replicas"] = list(replicas)
+    if elr is not None:
+        rec["eligibleLeaderReplicas"] = list(elr)
+    if last_known_elr is not None:
+        rec["lastKnownElr"] = list(last_known_elr)
     return rec
 
 

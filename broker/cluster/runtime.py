@@ -340,7 +340,8 @@ class ClusterRuntime:
                 broker_id=self.node_id, cluster_id=self.state.cluster_id, incarnation_id=self.incarnation_id,
                 listeners=[L(name=n, host=h, port=p, security_protocol=SECURITY_PROTOCOL_IDS.get(sp, 0))
                            for n, h, p, sp in self._endpoints()],
-                features=[], rack=rack, is_migrating_zk_broker=False, log_dirs=[], previous_broker_epoch=-1)
+                features=[], rack=rack, is_migrating_zk_broker=False, log_dirs=[],
+                previous_broker_epoch=self.state.logs.previous_broker_epoch)
             try:
                 resp = await self.controller_request(req, REGISTRATION_VERSION, BrokerRegistrationResponse,
                                                      channel="lifecycle")
@@ -348,6 +349,7 @@ class ClusterRuntime:
                 continue
             if resp.error_code == 0:
                 self.broker_epoch = resp.broker_epoch
+                self.state.logs.broker_epoch = resp.broker_epoch  # written by a clean shutdown (KIP-966)
                 log.info("cluster: registered as broker %d with epoch %d", self.node_id, self.broker_epoch)
                 return
             log.info("cluster: registration refused with error %d; retrying", resp.error_code)

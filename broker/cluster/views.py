@@ -19,6 +19,8 @@ class PartitionView(NamedTuple):
     replicas: list[int]
     isr: list[int]
     offline: list[int]
+    elr: list[int] = []  # eligible leader replicas (KIP-966)
+    last_known_elr: list[int] = []
 
 
 def alive_brokers(image: MetadataImage, listener: str) -> list[tuple[int, str, int, str | None]]:
@@ -59,7 +61,8 @@ def partition_view(image: MetadataImage, topic: str, partition: int, listener: s
     leader, error = p.leader, 0
     if endpoint(image, leader, listener) is None:
         leader, error = -1, LEADER_NOT_AVAILABLE
-    return PartitionView(error, leader, p.leader_epoch, list(p.replicas), list(p.isr), offline)
+    return PartitionView(error, leader, p.leader_epoch, list(p.replicas), list(p.isr), offline, list(p.elr),
+                         list(p.last_known_elr))
 
 
 def leader_endpoint(image: MetadataImage, topic: str, partition: int, listener: str) -> tuple[int, str, int] | None:

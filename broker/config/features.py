@@ -40,6 +40,7 @@ TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
 STREAMS_VERSION = "streams.version"
+ELR_VERSION = "eligible.leader.replicas.version"
 
 INVALID_UPDATE_VERSION = ke.InvalidUpdateVersionError.errno
 
@@ -76,12 +77,13 @@ SUPPORTED: dict[str, FeatureSpec] = {spec.name: spec for spec in (
     FeatureSpec(GROUP_VERSION, 0, 1, 1),
     FeatureSpec(SHARE_VERSION, 0, 1, 1),  # share groups (KIP-932)
     FeatureSpec(STREAMS_VERSION, 0, 1, 1),  # streams groups (KIP-1071)
+    # eligible leader replicas (KIP-966; Kafka's ELRV_1 needs metadata.version 4.0-IV1 = 23)
+    FeatureSpec(ELR_VERSION, 0, 1, 1, {METADATA_VERSION: 23}),
 )}
 
-# Kafka 4.3 finalizes these too, but their behaviour is not here yet: eligible leader replicas (KIP-966); a dynamic quorum (kraft.version 1, KIP-853). Data
-# dirs written by minikafka releases that still claimed them have them dropped at load.
-NOT_IMPLEMENTED = frozenset({"eligible.leader.replicas.version",
-                             "kraft.version"})
+# Kafka 4.3 finalizes these too, but their behaviour is not here yet: a dynamic quorum (kraft.version 1, KIP-853).
+# Data dirs written by minikafka releases that still claimed them have them dropped at load.
+NOT_IMPLEMENTED = frozenset({"kraft.version"})
 
 
 class FeatureUpdate(NamedTuple):
@@ -110,6 +112,7 @@ class FeatureState:
         self.path = Path(path)
         self.node_id = node_id
         self._lock = threading.Lock()
+        self.created = not self.path.exists()  # a new data dir: the levels of a freshly formatted cluster
         self.epoch, self._levels = self._load()
 
     # ---------------------------------------------------------------- persistence

@@ -336,12 +336,32 @@ def _broker_layer(state: BrokerState, name: str, per_broker: bool, props: dict[s
     the new value (or deletion) of each of `keys` (the keys an incremental request names), or of every
     key that differs from the current layer (AlterConfigs: the whole layer)."""
     dynamic = state.dynamic_config
+    dynamic.replace(per_broker, props, True)  # the layer's own errors come first, as Kafka's
+    _check_elr_min_isr(state, per_broker, dynamic.layer(per_broker), props, keys)
     dynamic.replace(per_broker, props, validate_only or broker_changes is not None)
     if broker_changes is not None and not validate_only:
         current = dynamic.layer(per_broker)
         names = list(keys) if keys is not None else sorted(set(current) | set(props))
         broker_changes[name] = {k: props.get(k) for k in names if keys is not None or current.get(k) != props.get(k)}
     return 0, None
+
+
+def _check_elr_min_isr(state: BrokerState, per_broker: bool, current: dict[str, str], props: dict[str, str],
+                       keys: Iterable[str] | None) -> None:
+    """With eligible leader replicas (KIP-966) min.insync.replicas is cluster-wide: Kafka 4.3's controller
+    refuses it on one broker and refuses removing the cluster default (INVALID_CONFIG)."""
+    from minikafka.broker.config.features import ELR_VERSION
+    if state.features.level(ELR_VERSION) < 1:
+        return
+    key = "min.insync.replicas"
+    if (keys is not None and key not in keys) or current.get(key) == props.get(key):
+        return
+    if per_broker:
+        raise ConfigRequestError(ke.InvalidConfigurationError.errno,
+                                 "Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
+    if key not in props and key in current:
+        raise ConfigRequestError(ke.InvalidConfigurationError.errno,
+                                 "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
 
 
 def _incremental_one(state: BrokerState, r, validate_only: bool, group_changes: dict[str, dict[str, str]],

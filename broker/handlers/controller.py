@@ -101,7 +101,7 @@ async def handle_broker_registration(ctx: RequestContext, req: BrokerRegistratio
 
     def register(c):
         return c.register_broker(req.broker_id, str(req.incarnation_id), endpoints, req.rack, _now_ms(),
-                                 active.next_offset)
+                                 active.next_offset, previous_broker_epoch=req.previous_broker_epoch)
     try:
         epoch, code = await _run(ctx, register)
     except ControllerError as exc:

@@ -90,8 +90,9 @@ def _describe(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Descr
             from minikafka.broker.cluster.views import partition_view
             views = [(p, partition_view(state.cluster.image, name, p, ctx.listener)) for p in range(start, upper)]
             parts = [Partition(error_code=v.error, partition_index=p, leader_id=v.leader, leader_epoch=v.leader_epoch,
-                               replica_nodes=v.replicas, isr_nodes=v.isr, eligible_leader_replicas=[],
-                               last_known_elr=[], offline_replicas=v.offline) for p, v in views if v is not None]
+                               replica_nodes=v.replicas, isr_nodes=v.isr, eligible_leader_replicas=v.elr,
+                               last_known_elr=v.last_known_elr, offline_replicas=v.offline)
+                     for p, v in views if v is not None]
         else:
             parts = [Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
                                replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],

@@ -26,9 +26,9 @@ KAFKA_SUPPORTED = {"metadata.version": (7, 30), "kraft.version": (0, 1), "transa
                    "streams.version": (0, 1)}
 KAFKA_FINALIZED = {"metadata.version": 30, "transaction.version": 2, "group.version": 1,
                    "eligible.leader.replicas.version": 1, "share.version": 1, "streams.version": 1}
-# minikafka advertises only what it implements (issue 26): no eligible leader replicas, no dynamic quorum
-# (kraft.version 1) yet; each comes back with the issue that builds it (share and streams groups: issue 29)
-NOT_YET = {"eligible.leader.replicas.version"}
+# minikafka advertises only what it implements (issue 26): a single node or a static quorum has no dynamic quorum
+# (kraft.version 1); eligible leader replicas (KIP-966) are there since issue 31, finalized at 1 as in Kafka 4.3.1
+NOT_YET: set[str] = set()
 MINIKAFKA_SUPPORTED = {k: v for k, v in KAFKA_SUPPORTED.items() if k not in NOT_YET} | {"kraft.version": (0, 0)}
 MINIKAFKA_FINALIZED = {k: v for k, v in KAFKA_FINALIZED.items() if k not in NOT_YET}
 
@@ -216,17 +216,44 @@ def test_features_not_implemented_cannot_be_finalized(broker, feature):
 
 @pytest.mark.minikafka_only
 def test_a_data_dir_that_claimed_unimplemented_features_drops_them(broker_factory, tmp_path):
-    """A data dir written by a release that finalized ELR loads without it (and says so); share.version and
-    streams.version, implemented now, stay."""
+    """A data dir written by a release that finalized kraft.version 1 on a single node loads without it (and says
+    so); share.version, streams.version and eligible.leader.replicas.version, implemented now, stay."""
     import json
     b = broker_factory()
     b.stop()
     path = b.data_dir / "finalized-features.json"
     doc = json.loads(path.read_text())
     epoch = doc["epoch"]
-    doc["features"].update({"share.version": 1, "streams.version": 1, "eligible.leader.replicas.version": 1})
+    doc["features"].update({"share.version": 1, "streams.version": 1, "eligible.leader.replicas.version": 1,
+                            "kraft.version": 1})
     path.write_text(json.dumps(doc))
     b.start()
     fin, new_epoch = finalized(b.bootstrap)
     assert fin == MINIKAFKA_FINALIZED and new_epoch == epoch + 1
     assert "dropped: minikafka does not implement them" in b.log_text()
+
+
+def test_eligible_leader_replicas_feature(broker):
+    """KIP-966: Kafka 4.3.1 finalizes eligible.leader.replicas.version=1 on a new cluster (ELRV_1, the latest
+    production level, bootstraps at metadata.version 4.1-IV0); kafka-features downgrades it to 0 and upgrades it
+    back, refuses a level it does not support, and `describe` shows it as Kafka's does."""
+    b = broker.bootstrap
+    elr = "eligible.leader.replicas.version"
+    assert finalized(b)[0][elr] == 1
+    _, out = tool("kafka-features", "--bootstrap-server", b, "describe")
+    assert re.search(rf"Feature: {re.escape(elr)}\s+SupportedMinVersion: 0\s+SupportedMaxVersion: 1\s+"
+                     r"FinalizedVersionLevel: 1\s+Epoch: \d+", out), out
+    try:
+        _, out = tool("kafka-features", "--bootstrap-server", b, "downgrade", "--feature", f"{elr}=0")
+        assert f"{elr} was downgraded to 0." in out, out
+        assert elr not in finalized(b)[0]
+        _, out = tool("kafka-features", "--bootstrap-server", b, "describe")
+        assert re.search(rf"Feature: {re.escape(elr)}\s+SupportedMinVersion: 0\s+SupportedMaxVersion: 1\s+"
+                         r"FinalizedVersionLevel: 0\s+", out), out
+        _, out = tool("kafka-features", "--bootstrap-server", b, "upgrade", "--feature", f"{elr}=2", ok=False)
+        assert (f"Could not upgrade {elr} to 2. {FAILED}Invalid update version 2 for feature {elr}. Local controller "
+                f"1 only supports versions 0-1") in out, out
+    finally:
+        _, out = tool("kafka-features", "--bootstrap-server", b, "upgrade", "--feature", f"{elr}=1")
+    assert f"{elr} was upgraded to 1." in out, out
+    assert finalized(b)[0][elr] == 1

@@ -219,7 +219,7 @@ def test_client_views_of_brokers_and_partitions():
     c.create_topic("t", 1, 3, {})
     img = log.replay()
     p = img.partition("t", 0)
-    assert partition_view(img, "t", 0, "PLAINTEXT") == (0, p.leader, 0, list(p.replicas), list(p.isr), [])
+    assert partition_view(img, "t", 0, "PLAINTEXT") == (0, p.leader, 0, list(p.replicas), list(p.isr), [], [], [])
     assert leader_endpoint(img, "t", 0, "PLAINTEXT") == (p.leader, "h", 9000 + p.leader)
     assert partition_view(img, "t", 0, "SSL").error == 5  # the leader has no endpoint there: LEADER_NOT_AVAILABLE
     c.fence(p.leader)
