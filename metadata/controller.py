@@ -491,6 +491,12 @@ class Controller:
         for entity, key, value in changes:
             self._emit(r.client_quota(entity, key, value))
 
+    def set_feature_levels(self, levels: dict[str, int]) -> None:
+        """FeatureLevel records (Kafka's FeatureControlManager): `levels` validated by the caller against this
+        image (broker/config/features.py plan_update); a level 0 removes the feature."""
+        for name, level in sorted(levels.items()):
+            self._emit(r.feature_level(name, level))
+
     def bootstrap(self, upserts: Iterable[tuple[str, str, str, str, str, int]]) -> bool:
         """Once per cluster (Kafka: the bootstrap checkpoint written by `kafka-storage format --add-scram`):
         the formatted credentials not yet in the log, then BootstrapDone. False when already done."""

@@ -101,6 +101,10 @@ class MetadataImage:
         # bumped by every ACL / SCRAM / BROKER or GROUP config record: followers re-read only when it moved
         self.security_version = 0
         self.bootstrapped = False  # a BootstrapDone record was applied (formatted credentials are in the log)
+        # finalized feature levels (FeatureLevel records; level 0 removes one); features_epoch: the offset of
+        # the last FeatureLevel record, -1 while the log holds none (the first controller writes them)
+        self.features: dict[str, int] = {}
+        self.features_epoch = -1
 
     # -- queries ---------------------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
@@ -135,6 +139,7 @@ class MetadataImage:
         out.client_quotas = {e: dict(v) for e, v in self.client_quotas.items()}
         out.security_version = self.security_version
         out.bootstrapped = self.bootstrapped
+        out.features, out.features_epoch = dict(self.features), self.features_epoch
         return out
 
     def has_acl(self, row: r.AclRow) -> bool:
@@ -150,6 +155,7 @@ class MetadataImage:
             "delegationTokens": self.delegation_tokens,
             "clientQuotas": [[[list(p) for p in e], v] for e, v in self.client_quotas.items()],
             "securityVersion": self.security_version, "bootstrapped": self.bootstrapped,
+            "features": self.features, "featuresEpoch": self.features_epoch,
             "brokers": [[b.id, b.epoch, b.incarnation_id, {k: list(v) for k, v in b.endpoints.items()}, b.rack,
                          b.fenced, b.in_controlled_shutdown] for b in self.brokers.values()],
             "controllers": [[c.id, c.incarnation_id, {k: list(v) for k, v in c.endpoints.items()},
@@ -176,6 +182,8 @@ class MetadataImage:
         # the count of security records applied: carried, so equal counts mean equal ACLs and credentials
         out.security_version = int(data.get("securityVersion", 0))
         out.bootstrapped = bool(data.get("bootstrapped", False))
+        out.features = {str(k): int(v) for k, v in data.get("features", {}).items()}  # absent before them
+        out.features_epoch = int(data.get("featuresEpoch", -1))
         for bid, epoch, inc, endpoints, rack, fenced, shutting in data["brokers"]:
             out.brokers[bid] = BrokerInfo(bid, epoch, inc, {k: tuple(v) for k, v in endpoints.items()}, rack,
                                           fenced, shutting)
@@ -365,6 +373,15 @@ class MetadataImage:
         self.bootstrapped = True
         return [], []
 
+    def _feature_level(self, p: dict) -> tuple[list[Change], list[str]]:
+        level = int(p["featureLevel"])
+        if level == 0:
+            self.features.pop(p["name"], None)
+        else:
+            self.features[p["name"]] = level
+        self.features_epoch = self.offset
+        return [], []
+
     def _remove_scram(self, p: dict) -> tuple[list[Change], list[str]]:
         by_mech = self.scram.get(p["name"])
         if by_mech is not None and by_mech.pop(p["mechanism"], None) is not None:
@@ -383,7 +400,8 @@ _APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.REGISTER_CONTROLL
           r.USER_SCRAM_CREDENTIAL: MetadataImage._scram, r.REMOVE_USER_SCRAM_CREDENTIAL: MetadataImage._remove_scram,
           r.DELEGATION_TOKEN: MetadataImage._delegation_token,
           r.REMOVE_DELEGATION_TOKEN: MetadataImage._remove_delegation_token,
-          r.BOOTSTRAP_DONE: MetadataImage._bootstrap_done, r.CLIENT_QUOTA: MetadataImage._client_quota}
+          r.BOOTSTRAP_DONE: MetadataImage._bootstrap_done, r.CLIENT_QUOTA: MetadataImage._client_quota,
+          r.FEATURE_LEVEL: MetadataImage._feature_level}
 
 
 def _id_bytes(topic_id: bytes | str | uuid.UUID) -> bytes:

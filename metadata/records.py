@@ -32,6 +32,7 @@ CLIENT_QUOTA = "ClientQuota"  # Kafka's ClientQuotaRecord: one key of one entity
 DELEGATION_TOKEN = "DelegationToken"  # Kafka's DelegationTokenRecord: a token created, renewed or expired
 REMOVE_DELEGATION_TOKEN = "RemoveDelegationToken"
 BOOTSTRAP_DONE = "BootstrapDone"  # the formatted SCRAM credentials (`storage format --add-scram`) are in the log
+FEATURE_LEVEL = "FeatureLevel"  # Kafka's FeatureLevelRecord: a finalized feature level (0: no longer finalized)
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4
@@ -164,3 +165,7 @@ def client_quota(entity: Iterable[tuple[str, str | None]], key: str, value: floa
     else:
         rec["value"] = value
     return rec
+
+
+def feature_level(name: str, level: int) -> Record:
+    return {"type": FEATURE_LEVEL, "name": name, "featureLevel": level}

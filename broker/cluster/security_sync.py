@@ -55,6 +55,7 @@ def attach(state: "BrokerState") -> None:
     """Make `state`'s security stores follow `state.cluster`'s image from now on."""
     assert state.cluster is not None
     state.security_sync = SecuritySync(state)  # type: ignore[attr-defined]
+    state.features.follow(lambda: state.cluster.image)  # finalized features: the image's FeatureLevel records
     state.cluster.add_listener(state.security_sync)
 
 
@@ -69,6 +70,8 @@ def bootstrap_credentials(state: "BrokerState"):
                for user, by_mech in sorted(creds.items()) for mech, c in sorted(by_mech.items())]
 
     def on_activate(controller) -> None:
+        if controller.image.features_epoch < 0:  # Kafka's bootstrap FeatureLevelRecords: a new cluster's levels
+            controller.set_feature_levels(state.features.file_levels())
         if not controller.image.bootstrapped:
             controller.bootstrap(records)
     return on_activate

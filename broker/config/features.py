@@ -7,6 +7,9 @@ Invariants:
 - The finalized levels and their epoch live in one file of the first log dir, replaced atomically
   (temp file + fsync + rename), so they survive restart and kill -9; a new data dir starts from the
   levels Kafka 4.3 finalizes on a freshly formatted cluster.
+- A cluster node's levels are the metadata image's (FeatureLevel records written by the active controller,
+  which validates UpdateFeatures with plan_update; broker/handlers/update_features.py): the file only
+  answers until the log holds a FeatureLevel record, and is what the first controller writes to it.
 - The epoch grows with every change that is applied (never with a validate-only request), so a
   client that picks the newest finalized set by epoch (the Java client does) sees every change.
 
@@ -113,7 +116,28 @@ class FeatureState:
         self.node_id = node_id
         self._lock = threading.Lock()
         self.created = not self.path.exists()  # a new data dir: the levels of a freshly formatted cluster
-        self.epoch, self._levels = self._load()
+        self._epoch, self._levels = self._load()
+        # a cluster node: the metadata image's finalized levels (FeatureLevel records) once the log holds any
+        self._image: Callable[[], object] | None = None
+
+    def follow(self, image: Callable[[], object]) -> None:
+        """Cluster mode: the levels are the metadata image's (`image().features`, epoch
+        `image().features_epoch`: the offset of the last FeatureLevel record); until the log holds one
+        (a new cluster before its first controller's bootstrap records) this node's file answers."""
+        self._image = image
+
+    def _cluster(self):
+        image = self._image() if self._image is not None else None
+        return image if image is not None and getattr(image, "features_epoch", -1) >= 0 else None
+
+    @property
+    def epoch(self) -> int:
+        image = self._cluster()
+        return self._epoch if image is None else image.features_epoch
+
+    def file_levels(self) -> dict[str, int]:
+        """This node's own file's levels (a cluster's bootstrap records: a new cluster's defaults)."""
+        return dict(self._levels)
 
     # ---------------------------------------------------------------- persistence
 
@@ -155,10 +179,11 @@ class FeatureState:
 
     def level(self, name: str) -> int:
         """The finalized level of `name`, 0 when it is not finalized."""
-        return self._levels.get(name, 0)
+        return self.finalized().get(name, 0)
 
     def finalized(self) -> dict[str, int]:
-        return dict(self._levels)
+        image = self._cluster()
+        return dict(self._levels) if image is None else dict(image.features)
 
     @staticmethod
     def supported() -> list[FeatureSpec]:
@@ -178,54 +203,65 @@ class FeatureState:
         controllers, KIP-919), checked right after this node's own range, as Kafka's reasonNotSupported."""
         updates = list(updates)
         with self._lock:
-            proposed = dict(self._levels)
-            for u in updates:
-                proposed[u.feature] = u.level
-            for u in updates:
-                self._check(u, proposed, elsewhere)
+            levels = plan_update(self._levels, updates, self.node_id, elsewhere)
             if validate_only or not updates:
                 return
-            levels = dict(self._levels)
-            for u in updates:
-                if u.level == 0 and u.feature != METADATA_VERSION:
-                    levels.pop(u.feature, None)
-                else:
-                    levels[u.feature] = u.level
-            epoch = self.epoch + 1
+            epoch = self._epoch + 1
             self._write(epoch, levels)
-            self.epoch, self._levels = epoch, levels
+            self._epoch, self._levels = epoch, levels
         log.info("finalized features changed (epoch %d): %s", epoch,
                  ", ".join(f"{u.feature}={u.level}" for u in updates))
 
-    def _check(self, u: FeatureUpdate, proposed: dict[str, int],
-               elsewhere: Callable[[str, int], str | None] | None = None) -> None:
-        name, level = u.feature, u.level
-        if u.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
-            raise _invalid(name, level, "The controller does not support the given upgrade type.")
-        current = self._levels.get(name, 0)
-        if level < 0:
-            raise _invalid(name, level, "A feature version cannot be less than 0.")
-        spec = SUPPORTED.get(name)
-        if spec is None or not spec.min_version <= level <= spec.max_version:
-            what = f"Local controller {self.node_id}"
-            reason = (f"{what} does not support this feature." if spec is None
-                      else f"{what} only supports versions {spec.range_text()}")
-            raise _invalid(name, level, reason)
-        reason_elsewhere = elsewhere(name, level) if elsewhere is not None else None
-        if reason_elsewhere:
-            raise _invalid(name, level, reason_elsewhere)
-        if level < current and u.upgrade_type == UPGRADE:
-            raise _invalid(name, level, "Can't downgrade the version of this feature without setting the upgrade "
-                                        "type to either safe or unsafe downgrade.")
-        if level > current and u.upgrade_type != UPGRADE:
-            raise _invalid(name, level, "Can't downgrade to a newer version.")
-        if name == METADATA_VERSION:
-            if level < current:
-                raise FeatureUpdateError(INVALID_UPDATE_VERSION, f"Unsupported metadata.version downgrade from "
-                                         f"{current} to {level}. Refusing to perform the requested downgrade because "
-                                         "it might delete metadata information.")
-            return
-        for dep, needed in spec.dependencies.items():
-            if level >= 1 and proposed.get(dep, 0) < needed:
-                raise _invalid(name, level, f"{name} could not be set to {level} because it depends on {dep} "
-                                            f"level {needed}")
+
+def plan_update(current: dict[str, int], updates: Iterable[FeatureUpdate], node_id: int,
+                elsewhere: Callable[[str, int], str | None] | None = None) -> dict[str, int]:
+    """The finalized levels after `updates` (Kafka's FeatureControlManager.updateFeatures, pure): all or
+    none; FeatureUpdateError with Kafka's code and message for the first update that cannot be applied.
+    A level 0 removes the feature (metadata.version cannot go to 0: its range starts above)."""
+    updates = list(updates)
+    proposed = dict(current)
+    for u in updates:
+        proposed[u.feature] = u.level
+    for u in updates:
+        _check(u, current, proposed, node_id, elsewhere)
+    levels = dict(current)
+    for u in updates:
+        if u.level == 0 and u.feature != METADATA_VERSION:
+            levels.pop(u.feature, None)
+        else:
+            levels[u.feature] = u.level
+    return levels
+
+
+def _check(u: FeatureUpdate, current_levels: dict[str, int], proposed: dict[str, int], node_id: int,
+           elsewhere: Callable[[str, int], str | None] | None = None) -> None:
+    name, level = u.feature, u.level
+    if u.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        raise _invalid(name, level, "The controller does not support the given upgrade type.")
+    current = current_levels.get(name, 0)
+    if level < 0:
+        raise _invalid(name, level, "A feature version cannot be less than 0.")
+    spec = SUPPORTED.get(name)
+    if spec is None or not spec.min_version <= level <= spec.max_version:
+        what = f"Local controller {node_id}"
+        reason = (f"{what} does not support this feature." if spec is None
+                  else f"{what} only supports versions {spec.range_text()}")
+        raise _invalid(name, level, reason)
+    reason_elsewhere = elsewhere(name, level) if elsewhere is not None else None
+    if reason_elsewhere:
+        raise _invalid(name, level, reason_elsewhere)
+    if level < current and u.upgrade_type == UPGRADE:
+        raise _invalid(name, level, "Can't downgrade the version of this feature without setting the upgrade "
+                                    "type to either safe or unsafe downgrade.")
+    if level > current and u.upgrade_type != UPGRADE:
+        raise _invalid(name, level, "Can't downgrade to a newer version.")
+    if name == METADATA_VERSION:
+        if level < current:
+            raise FeatureUpdateError(INVALID_UPDATE_VERSION, f"Unsupported metadata.version downgrade from "
+                                     f"{current} to {level}. Refusing to perform the requested downgrade because "
+                                     "it might delete metadata information.")
+        return
+    for dep, needed in spec.dependencies.items():
+        if level >= 1 and proposed.get(dep, 0) < needed:
+            raise _invalid(name, level, f"{name} could not be set to {level} because it depends on {dep} "
+                                        f"level {needed}")

@@ -44,6 +44,7 @@ FORWARDABLE = frozenset({
     46,  # ListPartitionReassignments
     49,  # AlterClientQuotas
     51,  # AlterUserScramCredentials
+    57,  # UpdateFeatures
     64,  # UnregisterBroker
 })
 
