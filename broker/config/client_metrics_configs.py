@@ -13,8 +13,6 @@ replaced atomically before a change is acknowledged, so they survive restart.
 """
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import re
 from pathlib import Path
@@ -22,8 +20,8 @@ from typing import Callable, Iterable, Mapping
 
 import kafka.errors as ke
 
-from minikafka.storage.partition_metadata import atomic_write
 from minikafka.broker.config.dynamic import ConfigRequestError
+from minikafka.broker.config.resource_configs import ResourceConfigStore
 
 log = logging.getLogger(__name__)
 
@@ -110,31 +108,24 @@ class Subscription:
                    for k, p in self.match.items())
 
 
-class ClientMetricsConfigStore:
+class ClientMetricsConfigStore(ResourceConfigStore):
     """Subscription name -> its configs (only the keys set), persisted; listeners hear of changes."""
+    FILE, SECTION, WHAT = CONFIG_FILE, "subscriptions", "client metrics subscriptions"
 
     def __init__(self, config, data_dir: Path) -> None:
-        self.config = config
-        self.path = Path(data_dir) / CONFIG_FILE
-        self.subscriptions: dict[str, dict[str, str]] = {}
-        self.lock = asyncio.Lock()  # held by a request changing subscriptions (see `commit`)
+        super().__init__(config, data_dir)
         self._listeners: list[Callable[[], None]] = []
 
-    def load(self) -> None:
-        if getattr(self.config, "quorum", None) is not None:  # a cluster: the metadata image holds them
-            return
-        if not self.path.exists():
-            return
-        try:
-            data = json.loads(self.path.read_text())
-            self.subscriptions = self._clean(data.get("subscriptions", {}))
-        except (OSError, ValueError, AttributeError) as exc:
-            log.error("client metrics subscriptions in %s unreadable, ignored: %s", self.path, exc)
+    @property
+    def subscriptions(self) -> dict[str, dict[str, str]]:
+        return self.resources
 
-    @staticmethod
-    def _clean(data: Mapping) -> dict[str, dict[str, str]]:
-        out = {str(n): {str(k): str(v) for k, v in c.items() if k in KEYS} for n, c in data.items()}
-        return {n: c for n, c in out.items() if c}
+    def known(self, key: str) -> bool:
+        return key in KEYS
+
+    def _notify(self, changes: Mapping[str, Mapping[str, str]]) -> None:
+        for listener in self._listeners:
+            listener()
 
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
@@ -165,62 +156,9 @@ class ClientMetricsConfigStore:
                 out.append((key, DEFAULTS[key], SOURCE_DEFAULT, TYPES[key], []))
         return out
 
-    # -- changes ------------------------------------------------------------------------------
-    def incremental(self, name: str, ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:
-        """The resource's configs after SET / DELETE. APPEND / SUBTRACT are refused for every key, as
-        Kafka 4.3's controller refuses them (its config schema has no types for client metrics keys)."""
-        props = dict(self.subscriptions.get(name, {}))
-        for key, op, value in ops:
-            if op == 0:
-                props[key] = value or ""
-            elif op == 1:
-                props.pop(key, None)
-            elif op in (2, 3):
-                verb = "APPEND" if op == 2 else "SUBTRACT"
-                raise ConfigRequestError(INVALID_CONFIG, f"Can't {verb} to key {key} because its type is not LIST.")
-            else:
-                raise ConfigRequestError(INVALID_REQUEST, f"Unknown operations type {op}")
-        return props
-
+    # -- changes (SET / DELETE; APPEND / SUBTRACT are refused for every key, as Kafka 4.3's controller refuses
+    # them: its config schema has no types for client metrics keys) ------------------------------
     def check(self, name: str, props: Mapping[str, str]) -> dict[str, str]:
         props = dict(props)
         validate(name, props)
         return props
-
-    def _snapshot(self, changes: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
-        subs = dict(self.subscriptions)
-        for name, props in changes.items():
-            if props:
-                subs[name] = dict(props)
-            else:
-                subs.pop(name, None)
-        return subs
-
-    def _write(self, subs: Mapping[str, Mapping[str, str]]) -> None:
-        atomic_write(self.path, json.dumps({"subscriptions": subs}, indent=1, sort_keys=True).encode())
-
-    def _applied(self, subs: dict[str, dict[str, str]]) -> None:
-        self.subscriptions = subs
-        for listener in self._listeners:
-            listener()
-
-    def replace(self, name: str, props: Mapping[str, str]) -> None:
-        """Make `props` the subscription's configs (synchronous: tests and tools)."""
-        subs = self._snapshot({name: self.check(name, props)})
-        self._write(subs)
-        self._applied(subs)
-
-    def follow(self, resources: Mapping[str, Mapping[str, str]]) -> None:
-        """A cluster: the subscriptions become the metadata image's CLIENT_METRICS configs (no file)."""
-        subs = self._clean(resources)
-        if subs != self.subscriptions:
-            self._applied(subs)
-
-    async def commit(self, changes: Mapping[str, Mapping[str, str]]) -> None:
-        """Persist checked changes (one request) with one file write in a worker thread, then make
-        them current; callers hold `lock` from reading the configs they changed until this returns."""
-        if not changes:
-            return
-        subs = self._snapshot(changes)
-        await asyncio.to_thread(self._write, subs)
-        self._applied(subs)

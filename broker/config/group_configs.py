@@ -16,19 +16,17 @@ their type, and the bounded ones within the broker's `group.*.min.*` / `group.*.
 """
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Mapping
 
 import kafka.errors as ke
 
-from minikafka.storage.partition_metadata import atomic_write
 from minikafka.broker.config.core import BrokerConfig
 from minikafka.broker.config.dynamic import ConfigRequestError
+from minikafka.broker.config.resource_configs import ResourceConfigStore
 
 log = logging.getLogger(__name__)
 
@@ -137,27 +135,25 @@ def _parse(key: GroupKey, raw: str) -> int | bool | str:
     return v
 
 
-class GroupConfigStore:
+class GroupConfigStore(ResourceConfigStore):
     """Per-group config overrides, persisted; the coordinators read them with `group_config`."""
+    FILE, SECTION, WHAT = CONFIG_FILE, "groups", "group configs"
 
     def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
-        self.config = config
-        self.path = Path(data_dir) / CONFIG_FILE
-        self.overrides: dict[str, dict[str, str]] = {}
-        self.lock = asyncio.Lock()  # held by a request changing group configs (see `commit`)
+        super().__init__(config, data_dir)
         self._listeners: list[Callable[[str, dict[str, str]], None]] = []
 
-    def load(self) -> None:
-        if getattr(self.config, "quorum", None) is not None:  # a cluster: the metadata image holds them
-            return
-        if not self.path.exists():
-            return
-        try:
-            data = json.loads(self.path.read_text())
-            self.overrides = {str(g): {str(k): str(v) for k, v in c.items() if k in _BY_NAME}
-                              for g, c in data.get("groups", {}).items()}
-        except (OSError, ValueError, AttributeError) as exc:
-            log.error("group configs in %s unreadable, ignored: %s", self.path, exc)
+    @property
+    def overrides(self) -> dict[str, dict[str, str]]:
+        return self.resources
+
+    def known(self, key: str) -> bool:
+        return key in _BY_NAME
+
+    def _notify(self, changes: Mapping[str, Mapping[str, str]]) -> None:
+        for group_id, props in changes.items():
+            for listener in self._listeners:
+                listener(group_id, dict(props))
 
     # -- the lookup ---------------------------------------------------------------------------
     def broker_default(self, name: str) -> str:
@@ -216,22 +212,10 @@ class GroupConfigStore:
             if values[session] <= values[heartbeat]:
                 raise ConfigRequestError(INVALID_CONFIG, f"{session} must be greater than {heartbeat}")
 
-    def incremental(self, group_id: str, ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:
-        """The group's overrides after SET / DELETE (APPEND / SUBTRACT: no group config is a list)."""
-        props = dict(self.overrides.get(group_id, {}))
-        for name, op, value in ops:
-            if op == 0:
-                props[name] = value or ""
-            elif op == 1:
-                props.pop(name, None)
-            elif op in (2, 3):
-                if name not in _BY_NAME:
-                    raise ConfigRequestError(INVALID_CONFIG, f"Unknown group config name: {name}")
-                verb = "APPEND" if op == 2 else "SUBTRACT"
-                raise ConfigRequestError(INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
-            else:
-                raise ConfigRequestError(INVALID_REQUEST, f"Unknown operations type {op}")
-        return props
+    def _list_op_refused(self, key: str, op: int) -> ConfigRequestError:
+        if key not in _BY_NAME:  # (no group config is a list)
+            return ConfigRequestError(INVALID_CONFIG, f"Unknown group config name: {key}")
+        return super()._list_op_refused(key, op)
 
     def check(self, group_id: str, props: Mapping[str, str]) -> dict[str, str]:
         """`props` as a group's whole set of overrides, validated (nothing changes)."""
@@ -240,51 +224,3 @@ class GroupConfigStore:
         props = dict(props)
         self.validate(props)
         return props
-
-    def _snapshot(self, changes: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
-        overrides = dict(self.overrides)
-        for group_id, props in changes.items():
-            if props:
-                overrides[group_id] = dict(props)
-            else:
-                overrides.pop(group_id, None)
-        return overrides
-
-    def _write(self, overrides: Mapping[str, Mapping[str, str]]) -> None:
-        atomic_write(self.path, json.dumps({"groups": overrides}, indent=1, sort_keys=True).encode())
-
-    def _applied(self, overrides: dict[str, dict[str, str]], changes: Mapping[str, Mapping[str, str]]) -> None:
-        self.overrides = overrides
-        for group_id, props in changes.items():
-            for listener in self._listeners:
-                listener(group_id, dict(props))
-
-    def replace(self, group_id: str, props: Mapping[str, str], validate_only: bool = False) -> None:
-        """Make `props` the group's whole set of overrides: validate, persist, notify (synchronous:
-        tests and tools; handlers use `commit`)."""
-        props = self.check(group_id, props)
-        if validate_only:
-            return
-        overrides = self._snapshot({group_id: props})
-        self._write(overrides)
-        self._applied(overrides, {group_id: props})
-
-    def follow(self, groups: Mapping[str, Mapping[str, str]]) -> None:
-        """A cluster: the overrides become the metadata image's GROUP configs (no file); the listeners
-        are told of each group whose overrides changed, as after a local commit."""
-        overrides = {str(g): {str(k): str(v) for k, v in c.items() if k in _BY_NAME} for g, c in groups.items()}
-        overrides = {g: c for g, c in overrides.items() if c}
-        changed = {g: overrides.get(g, {}) for g in sorted(set(self.overrides) | set(overrides))
-                   if self.overrides.get(g) != overrides.get(g)}
-        if changed:
-            self._applied(overrides, changed)
-
-    async def commit(self, changes: Mapping[str, Mapping[str, str]]) -> None:
-        """Persist checked changes of several groups (one request) with one file write in a worker
-        thread, then make them current. Callers hold `lock` from reading the overrides they
-        changed until this returns, so concurrent requests never lose each other's changes."""
-        if not changes:
-            return
-        overrides = self._snapshot(changes)
-        await asyncio.to_thread(self._write, overrides)
-        self._applied(overrides, changes)
