@@ -94,6 +94,7 @@ class BrokerState:
                                                                    or DEFAULT_MAX_PARTITIONS_PER_REQUEST),
                                     max_partitions=int(max_partitions) if max_partitions else None)
         self.catalog.all_dirs_cordoned = lambda: config.all_log_dirs_cordoned  # cordoned.log.dirs (KIP-1066)
+        self.logs.cordoned_dirs = lambda: config.cordoned_log_dirs  # new partitions go to the other dirs
         # finalized feature levels (transaction.version, group.version, ...): a small file, read now
         self.features = FeatureState(config.log_dirs[0] / FEATURES_FILE, config.node_id)
         self._producer_ids: ProducerIdManager | None = None

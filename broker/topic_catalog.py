@@ -308,7 +308,8 @@ class TopicCatalog:
             raise InvalidReplicationFactorError(
                 f"Unable to replicate the partition {replication_factor} time(s): "
                 "The target replication factor of {replication_factor} cannot be reached because only 1 "
-                "broker(s) are registered.".replace("{replication_factor}", str(replication_factor)))
+                "broker(s) are registered or some brokers have all their log directories cordoned."
+                .replace("{replication_factor}", str(replication_factor)))
         if self.all_dirs_cordoned():
             raise InvalidReplicationFactorError(f"Unable to replicate the partition {replication_factor} time(s): "
                                                 f"{ALL_CORDONED}")

@@ -105,7 +105,8 @@ class Controller:
 
     # -- brokers --------------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, incarnation_id: str, endpoints: Iterable[tuple[str, str, int, str]],
-                        rack: str | None, now_ms: int, next_offset: int, previous_broker_epoch: int = -1) -> int:
+                        rack: str | None, now_ms: int, next_offset: int, previous_broker_epoch: int = -1,
+                        log_dirs: Iterable[str] = ()) -> int:
         """The new broker epoch (= the offset of the RegisterBroker record). A live session of another
         incarnation refuses with DUPLICATE_BROKER_REGISTRATION (the old process may still run)."""
         old = self.image.brokers.get(broker_id)
@@ -122,20 +123,29 @@ class Controller:
         elif old is not None:  # a new incarnation knows nothing of its replicas' state: out of every ISR first
             self._leave_isrs(broker_id)
         expected = next_offset + (self.emitted - before)  # `next_offset` was the log end when called
-        epoch = self._emit(r.register_broker(broker_id, expected, incarnation_id, endpoints, rack))
+        epoch = self._emit(r.register_broker(broker_id, expected, incarnation_id, endpoints, rack, log_dirs))
         if epoch != expected:
             raise AssertionError(f"registration record at {epoch}, expected {expected}")
         self.sessions[broker_id] = now_ms + self.config.session_timeout_ms
         return epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
-                  want_shut_down: bool, committed_offset: int, now_ms: int) -> Heartbeat:
+                  want_shut_down: bool, committed_offset: int, now_ms: int,
+                  cordoned_log_dirs: Iterable[str] | None = None) -> Heartbeat:
+        """`cordoned_log_dirs`: the ids the broker reports cordoned (BrokerHeartbeat v2, KIP-1066; None
+        before it knows them): a change is recorded in the registration (BrokerRegistrationChangeRecord)."""
         b = self.image.brokers.get(broker_id)
         if b is None:
             return Heartbeat(BROKER_ID_NOT_REGISTERED)
         if b.epoch != broker_epoch:
             return Heartbeat(STALE_BROKER_EPOCH)
         self.sessions[broker_id] = now_ms + self.config.session_timeout_ms
+        if cordoned_log_dirs is not None:
+            cordoned = tuple(sorted(set(cordoned_log_dirs)))
+            if b.cordoned_log_dirs is None or tuple(sorted(b.cordoned_log_dirs)) != cordoned:
+                self._emit(r.broker_state(broker_id, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown,
+                                          cordoned_log_dirs=cordoned))
+                b = self.image.brokers[broker_id]
         caught_up = metadata_offset >= broker_epoch and committed_offset > broker_epoch
         if want_shut_down:  # controlled shutdown; once nothing is led by it, fenced (Kafka's SHUTDOWN_NOW)
             if not b.in_controlled_shutdown and not b.fenced:

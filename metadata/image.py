@@ -30,6 +30,16 @@ class BrokerInfo:
     rack: str | None
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    # KIP-1066: the broker's log dir ids (registration) and the cordoned ones (heartbeats; None before any)
+    log_dirs: tuple[str, ...] = ()
+    cordoned_log_dirs: tuple[str, ...] | None = None
+
+    @property
+    def has_uncordoned_dirs(self) -> bool:
+        """Kafka's BrokerRegistration.hasUncordonedDirs: no dirs known, nothing cordoned known, or a dir left."""
+        if not self.log_dirs or self.cordoned_log_dirs is None:
+            return True
+        return bool(set(self.log_dirs) - set(self.cordoned_log_dirs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +126,10 @@ class MetadataImage:
 
     def usable_brokers(self) -> list[UsableBroker]:
         """Registered brokers not shutting down, with rack and fencing: where replicas may be placed
-        (Kafka's usableBrokers; a fenced one never leads a new partition)."""
+        (Kafka's usableBrokers; a fenced one never leads a new partition; one whose every log dir is
+        cordoned is left out)."""
         return [UsableBroker(b.id, b.rack, b.fenced) for b in sorted(self.brokers.values(), key=lambda b: b.id)
-                if not b.in_controlled_shutdown]
+                if not b.in_controlled_shutdown and b.has_uncordoned_dirs]
 
     def copy(self) -> "MetadataImage":
         """An independent image (PartitionInfo/BrokerInfo are immutable, the containers are copied)."""
@@ -157,7 +168,9 @@ class MetadataImage:
             "securityVersion": self.security_version, "bootstrapped": self.bootstrapped,
             "features": self.features, "featuresEpoch": self.features_epoch,
             "brokers": [[b.id, b.epoch, b.incarnation_id, {k: list(v) for k, v in b.endpoints.items()}, b.rack,
-                         b.fenced, b.in_controlled_shutdown] for b in self.brokers.values()],
+                         b.fenced, b.in_controlled_shutdown, list(b.log_dirs),
+                         None if b.cordoned_log_dirs is None else list(b.cordoned_log_dirs)]
+                        for b in self.brokers.values()],
             "controllers": [[c.id, c.incarnation_id, {k: list(v) for k, v in c.endpoints.items()},
                              {k: list(v) for k, v in c.features.items()}, c.zk_migration_ready]
                             for c in self.controllers.values()],
@@ -184,9 +197,11 @@ class MetadataImage:
         out.bootstrapped = bool(data.get("bootstrapped", False))
         out.features = {str(k): int(v) for k, v in data.get("features", {}).items()}  # absent before them
         out.features_epoch = int(data.get("featuresEpoch", -1))
-        for bid, epoch, inc, endpoints, rack, fenced, shutting in data["brokers"]:
+        for bid, epoch, inc, endpoints, rack, fenced, shutting, *dirs in data["brokers"]:
+            log_dirs, cordoned = (list(dirs) + [(), None][len(dirs):])[:2]  # absent before KIP-1066
             out.brokers[bid] = BrokerInfo(bid, epoch, inc, {k: tuple(v) for k, v in endpoints.items()}, rack,
-                                          fenced, shutting)
+                                          fenced, shutting, tuple(log_dirs),
+                                          None if cordoned is None else tuple(cordoned))
         for cid, inc, endpoints, features, zk_ready in data.get("controllers", []):  # absent before KIP-919
             out.controllers[cid] = ControllerInfo(cid, inc, {k: tuple(v) for k, v in endpoints.items()},
                                                   {k: tuple(v) for k, v in features.items()}, zk_ready)
@@ -219,7 +234,10 @@ class MetadataImage:
         endpoints = {e["name"]: (e["host"], int(e["port"]), e.get("securityProtocol", "PLAINTEXT"))
                      for e in p.get("endpoints", ())}
         self.brokers[p["brokerId"]] = BrokerInfo(p["brokerId"], p["brokerEpoch"], p.get("incarnationId", ""),
-                                                 endpoints, p.get("rack"), bool(p.get("fenced", True)), False)
+                                                 endpoints, p.get("rack"), bool(p.get("fenced", True)), False,
+                                                 tuple(p.get("logDirs", ())),
+                                                 None if p.get("cordonedLogDirs") is None
+                                                 else tuple(p["cordonedLogDirs"]))
         return [], []
 
     def _register_controller(self, p: dict) -> tuple[list[Change], list[str]]:
@@ -235,8 +253,11 @@ class MetadataImage:
     def _broker_state(self, p: dict) -> tuple[list[Change], list[str]]:
         b = self.brokers.get(p["brokerId"])
         if b is not None:
-            self.brokers[b.id] = replace(b, fenced=bool(p.get("fenced", b.fenced)),
-                                         in_controlled_shutdown=bool(p.get("inControlledShutdown", False)))
+            b = replace(b, fenced=bool(p.get("fenced", b.fenced)),
+                        in_controlled_shutdown=bool(p.get("inControlledShutdown", False)))
+            if p.get("cordonedLogDirs") is not None:  # Kafka's CordonedLogDirs: null if no change
+                b = replace(b, cordoned_log_dirs=tuple(p["cordonedLogDirs"]))
+            self.brokers[b.id] = b
         return [], []
 
     def _unregister_broker(self, p: dict) -> tuple[list[Change], list[str]]:

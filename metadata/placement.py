@@ -1,6 +1,7 @@
 """Replica placement as Kafka's KRaft controller does it (StripedReplicaPlacer): rack-aware striping.
 
-Every registered broker not in controlled shutdown is usable; a fenced one may hold a follower replica
+Every registered broker not in controlled shutdown and with a log dir that is not cordoned
+(cordoned.log.dirs, KIP-1066) is usable; a fenced one may hold a follower replica
 (it joins the ISR once back) but never the first replica, the leader. Brokers are grouped by rack
 (no rack is a rack of its own); racks are visited round-robin from a random start that moves by one per
 partition, and within a rack brokers are taken round-robin from a random offset, so leaders and
@@ -116,9 +117,10 @@ def place(brokers: list[UsableBroker], partitions: int, replication_factor: int,
         raise PlacementError(f"Invalid replication factor {replication_factor}: the replication factor must "
                              f"be positive.")
     if not any(not b.fenced for b in brokers):
-        raise PlacementError("All brokers are currently fenced.")
+        raise PlacementError("All brokers are currently fenced, or have all their log directories cordoned.")
     if replication_factor > len(brokers):
         raise PlacementError(f"The target replication factor of {replication_factor} cannot be reached because "
-                             f"only {len(brokers)} broker(s) are registered.")
+                             f"only {len(brokers)} broker(s) are registered or some brokers have all their log "
+                             f"directories cordoned.")
     racks = _Racks(brokers, rng or random.Random())
     return {start_partition + i: racks.place(replication_factor) for i in range(partitions)}

@@ -43,10 +43,18 @@ Record = dict[str, Any]
 
 
 def register_broker(broker_id: int, broker_epoch: int, incarnation_id: str,
-                    endpoints: Iterable[tuple[str, str, int, str]], rack: str | None) -> Record:
-    return {"type": REGISTER_BROKER, "brokerId": broker_id, "brokerEpoch": broker_epoch,
-            "incarnationId": incarnation_id, "rack": rack, "fenced": True,
-            "endpoints": [{"name": n, "host": h, "port": p, "securityProtocol": sp} for n, h, p, sp in endpoints]}
+                    endpoints: Iterable[tuple[str, str, int, str]], rack: str | None,
+                    log_dirs: Iterable[str] = ()) -> Record:
+    """Kafka's RegisterBrokerRecord; `logDirs`: the broker's log dir ids (its CordonedLogDirs start null:
+    the broker's heartbeats bring them, KIP-1066)."""
+    rec: Record = {"type": REGISTER_BROKER, "brokerId": broker_id, "brokerEpoch": broker_epoch,
+                   "incarnationId": incarnation_id, "rack": rack, "fenced": True,
+                   "endpoints": [{"name": n, "host": h, "port": p, "securityProtocol": sp}
+                                 for n, h, p, sp in endpoints]}
+    log_dirs = sorted(log_dirs)
+    if log_dirs:
+        rec["logDirs"] = log_dirs
+    return rec
 
 
 def register_controller(controller_id: int, incarnation_id: str, endpoints: Iterable[tuple[str, str, int, str]],
@@ -59,9 +67,14 @@ def register_controller(controller_id: int, incarnation_id: str, endpoints: Iter
             "features": [{"name": n, "minSupportedVersion": lo, "maxSupportedVersion": hi} for n, lo, hi in features]}
 
 
-def broker_state(broker_id: int, fenced: bool, in_controlled_shutdown: bool = False) -> Record:
-    return {"type": BROKER_STATE, "brokerId": broker_id, "fenced": fenced,
-            "inControlledShutdown": in_controlled_shutdown}
+def broker_state(broker_id: int, fenced: bool, in_controlled_shutdown: bool = False,
+                 cordoned_log_dirs: Iterable[str] | None = None) -> Record:
+    """Kafka's BrokerRegistrationChangeRecord; `cordonedLogDirs` (KIP-1066) only when they change."""
+    rec: Record = {"type": BROKER_STATE, "brokerId": broker_id, "fenced": fenced,
+                   "inControlledShutdown": in_controlled_shutdown}
+    if cordoned_log_dirs is not None:
+        rec["cordonedLogDirs"] = sorted(cordoned_log_dirs)
+    return rec
 
 
 def unregister_broker(broker_id: int, broker_epoch: int) -> Record:

@@ -165,6 +165,8 @@ class LogManager:
         self._hw_checkpoints: dict[TopicPartition, int] = {}
         self._moves: dict[TopicPartition, "replica_move.Move"] = {}  # moves between log dirs
         self._preferred: dict[TopicPartition, Path] = {}  # prefer_dir: the log dir of a future partition
+        # cordoned.log.dirs (KIP-1066): dirs a new partition avoids while another dir is left (set by the broker)
+        self.cordoned_dirs: Callable[[], frozenset[Path]] = frozenset
         self._mover: concurrent.futures.ThreadPoolExecutor | None = None
         self._swapper: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -475,13 +477,15 @@ class LogManager:
 
     # -- creation in steps -----------------------------------------------------------------------
     def assign_dirs(self, topic: str, partitions: Iterable[int]) -> list[Path]:
-        """The directory each new partition goes to (log dir with the fewest partitions), reserved
-        until `register` or `release`. Owner thread; no file work."""
+        """The directory each new partition goes to (the log dir with the fewest partitions, a cordoned one
+        only when every dir is), reserved until `register` or `release`. Owner thread; no file work."""
         out = []
         for partition in partitions:
             log_dir = self._preferred.pop((topic, partition), None)
             if log_dir is None:
-                log_dir = min(self.log_dirs, key=lambda d: self._dir_counts[d])
+                cordoned = self.cordoned_dirs()
+                usable = [d for d in self.log_dirs if d not in cordoned] or self.log_dirs
+                log_dir = min(usable, key=lambda d: self._dir_counts[d])
             self._dir_counts[log_dir] += 1
             out.append(log_dir / f"{topic}-{partition}")
         return out

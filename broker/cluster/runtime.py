@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 ENVELOPE_VERSION = 0
 
 REGISTRATION_VERSION = 4
-HEARTBEAT_VERSION = 1
+HEARTBEAT_VERSION = 2  # v2: CordonedLogDirs (KIP-1066)
 SHUTDOWN_WAIT_S = 5.0
 NO_QUORUM_WAIT_S = 1.0
 SECURITY_RECORDS = frozenset({"AccessControlEntry", "RemoveAccessControlEntry", "UserScramCredential",
@@ -329,18 +329,40 @@ class ClusterRuntime:
             out.append((listener.name, adv.host, adv.port, config.security_protocols.get(listener.name, "PLAINTEXT")))
         return out + self.extra_endpoints
 
+    def _dir_ids(self) -> dict:
+        """Each log dir's id (meta.properties directory.id, Kafka's url-safe base64 of a UUID) as a UUID,
+        what BrokerRegistration's LogDirs and BrokerHeartbeat's CordonedLogDirs carry (KIP-1066)."""
+        import base64
+        from minikafka.broker.config.core import parse_properties
+        out = {}
+        for d in self.state.config.log_dirs:
+            try:
+                value = parse_properties((d / "meta.properties").read_text()).get("directory.id", "")
+                out[d] = uuid.UUID(bytes=base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+            except (OSError, ValueError):  # no id recorded: a stable one from the path
+                out[d] = uuid.uuid5(uuid.NAMESPACE_URL, str(d))
+        return out
+
+    def _cordoned_dir_ids(self) -> list:
+        """The ids of the dirs cordoned.log.dirs names now (a dynamic change goes with the next heartbeat)."""
+        cordoned = self.state.config.cordoned_log_dirs
+        if not hasattr(self, "_log_dir_ids"):
+            self._log_dir_ids = self._dir_ids()
+        return [i for d, i in self._log_dir_ids.items() if d in cordoned]
+
     async def _register(self) -> None:
         from minikafka.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
         while self.state.cluster_id is None:
             await asyncio.sleep(0.05)
         rack = (self.state.config.props.get("broker.rack") or "").strip() or None
+        self._log_dir_ids = self._dir_ids()
         L = BrokerRegistrationRequest.Listener
         while True:
             req = BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.state.cluster_id, incarnation_id=self.incarnation_id,
                 listeners=[L(name=n, host=h, port=p, security_protocol=SECURITY_PROTOCOL_IDS.get(sp, 0))
                            for n, h, p, sp in self._endpoints()],
-                features=[], rack=rack, is_migrating_zk_broker=False, log_dirs=[],
+                features=[], rack=rack, is_migrating_zk_broker=False, log_dirs=list(self._log_dir_ids.values()),
                 previous_broker_epoch=self.state.logs.previous_broker_epoch)
             try:
                 resp = await self.controller_request(req, REGISTRATION_VERSION, BrokerRegistrationResponse,
@@ -364,7 +386,8 @@ class ClusterRuntime:
         while True:
             req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
                                          current_metadata_offset=self.image.offset, want_fence=False,
-                                         want_shut_down=self._want_shut_down, offline_log_dirs=[])
+                                         want_shut_down=self._want_shut_down, offline_log_dirs=[],
+                                         cordoned_log_dirs=self._cordoned_dir_ids())
             try:
                 resp = await self.controller_request(req, HEARTBEAT_VERSION, BrokerHeartbeatResponse,
                                                      channel="lifecycle", timeout_s=self.heartbeat_interval_s * 2)

@@ -573,9 +573,6 @@ class BrokerConfig:
             self.quorum = _quorum_config(self)
             self.controller_listener_names = self.quorum.controller_listener_names if self.quorum else ()
             self.cordoned_log_dirs = parse_cordoned_log_dirs(self.get("cordoned.log.dirs"), self.get("log.dirs"))
-            if self.cordoned_log_dirs and self.quorum is not None:
-                raise ConfigError("cordoned.log.dirs is not supported on a node of a multi-node cluster yet (its "
-                                  "controller does not know cordoned directories)")
             if self.quorum is not None and not self.get("advertised.listeners"):
                 # Kafka: the controller listener is not advertised to clients
                 self.advertised_listeners = [l for l in self.advertised_listeners

@@ -82,6 +82,12 @@ def _now_ms() -> int:
 
 
 # -- brokers ------------------------------------------------------------------------------------------
+def _dir_id(value) -> str:
+    """A log dir id (a UUID on the wire) as Kafka prints it and meta.properties holds it (url-safe base64)."""
+    import base64
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
 @handles(BrokerRegistrationRequest, BrokerRegistrationResponse, 0, 4, controller=True)
 async def handle_broker_registration(ctx: RequestContext, req: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
     from minikafka.broker.cluster.runtime import SECURITY_PROTOCOL_NAMES
@@ -101,7 +107,8 @@ async def handle_broker_registration(ctx: RequestContext, req: BrokerRegistratio
 
     def register(c):
         return c.register_broker(req.broker_id, str(req.incarnation_id), endpoints, req.rack, _now_ms(),
-                                 active.next_offset, previous_broker_epoch=req.previous_broker_epoch)
+                                 active.next_offset, previous_broker_epoch=req.previous_broker_epoch,
+                                 log_dirs=[_dir_id(d) for d in req.log_dirs or ()])
     try:
         epoch, code = await _run(ctx, register)
     except ControllerError as exc:
@@ -124,8 +131,10 @@ async def handle_broker_heartbeat(ctx: RequestContext, req: BrokerHeartbeatReque
         return answer(NOT_CONTROLLER)
 
     def beat(c):
+        cordoned = getattr(req, "cordoned_log_dirs", None) if ctx.api_version >= 2 else None  # KIP-1066
         return c.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
-                           req.want_shut_down, active.committed_offset, _now_ms())
+                           req.want_shut_down, active.committed_offset, _now_ms(),
+                           cordoned_log_dirs=None if cordoned is None else [_dir_id(d) for d in cordoned])
     hb, code = await _run(ctx, beat)
     if code:
         return answer(code)
