@@ -238,7 +238,7 @@ async def controller_create_delegation_token(ctx: RequestContext, req: CreateDel
     requester = ctx.principal
     owner_name = req.owner_principal_name if ctx.api_version >= 3 else None
     owner = f"{req.owner_principal_type}:{owner_name}" if owner_name else requester
-    if ctx.sasl is not None and not allow_token_requests(ctx):
+    if not ctx.forwarded and not allow_token_requests(ctx):  # forwarded: the broker checked the client's
         return _create_error(owner, requester, DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
     if owner != requester and not authorize(ctx, acl.CREATE_TOKENS, acl.USER, owner):
         return _create_error(owner, requester, DELEGATION_TOKEN_AUTHORIZATION_FAILED, ERROR_TIMESTAMP)
@@ -257,7 +257,7 @@ async def controller_create_delegation_token(ctx: RequestContext, req: CreateDel
 @handles(RenewDelegationTokenRequest, RenewDelegationTokenResponse, 1, 2, controller=True)
 async def controller_renew_delegation_token(ctx: RequestContext, req: RenewDelegationTokenRequest
                                             ) -> RenewDelegationTokenResponse:
-    if ctx.sasl is not None and not allow_token_requests(ctx):
+    if not ctx.forwarded and not allow_token_requests(ctx):  # forwarded: the broker checked the client's
         return RenewDelegationTokenResponse(error_code=DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
                                             expiry_timestamp_ms=ERROR_TIMESTAMP, throttle_time_ms=0)
     decision, code = await _controller_change(ctx, lambda settings, by_hmac: decide_renew(
@@ -270,7 +270,7 @@ async def controller_renew_delegation_token(ctx: RequestContext, req: RenewDeleg
 @handles(ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, 1, 2, controller=True)
 async def controller_expire_delegation_token(ctx: RequestContext, req: ExpireDelegationTokenRequest
                                              ) -> ExpireDelegationTokenResponse:
-    if ctx.sasl is not None and not allow_token_requests(ctx):
+    if not ctx.forwarded and not allow_token_requests(ctx):  # forwarded: the broker checked the client's
         return ExpireDelegationTokenResponse(error_code=DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
                                              expiry_timestamp_ms=ERROR_TIMESTAMP, throttle_time_ms=0)
     decision, code = await _controller_change(ctx, lambda settings, by_hmac: decide_expire(

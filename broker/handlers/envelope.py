@@ -83,7 +83,7 @@ async def handle_envelope(ctx: RequestContext, req: EnvelopeRequest) -> Envelope
         return _refused(UNSUPPORTED_VERSION)
     peer = f"[{host}]:0" if ":" in host else f"{host}:0"
     client = RequestContext(ctx.broker, version, header.correlation_id, header.client_id, peer, ctx.listener,
-                            principal, ctx.security_protocol, None)
+                            principal, ctx.security_protocol, None, forwarded=True)
     response = await spec.handler(client, inner)
     body = response if isinstance(response, (bytes, bytearray)) else response.encode(version=version)
     return EnvelopeResponse(response_data=inner_response_bytes(header.correlation_id, flexible, body), error_code=0)

@@ -23,3 +23,6 @@ class RequestContext:
     security_protocol: str = "PLAINTEXT"
     # the connection's SASL state machine on SASL listeners (SaslHandshake/SaslAuthenticate use it), else None
     sasl: "SaslAuthenticator | None" = None
+    # a client's request forwarded by a broker inside an Envelope (principal and address are the client's;
+    # listener and security protocol are the forwarding hop's)
+    forwarded: bool = False

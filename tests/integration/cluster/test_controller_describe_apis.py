@@ -106,6 +106,13 @@ def test_acls_scram_tokens_and_features_on_the_controller(cluster):
     with _controller(cluster) as c:
         resp = c.request(DescribeDelegationTokenRequest(owners=None), 3)
         assert resp.error_code == 64  # DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: a PLAINTEXT channel, as Kafka
+        # the controller's own token APIs check a direct (not forwarded) connection as Kafka's ControllerApis
+        from minikafka.protocol.messages import CreateDelegationTokenRequest
+        resp = c.request(CreateDelegationTokenRequest(owner_principal_type=None, owner_principal_name=None,
+                                                      renewers=[], max_lifetime_ms=-1), 3)
+        assert resp.error_code == 64, resp
+    leader, _epoch = cluster.agreed_leader(cluster.voters)  # UpdateFeatures: the active controller decides
+    with RawClient(f"127.0.0.1:{cluster.controller_ports[leader]}", timeout=10) as c:
         F = UpdateFeaturesRequest.FeatureUpdateKey
         resp = c.request(UpdateFeaturesRequest(timeout_ms=10000, feature_updates=[
             F(feature="no.such.feature", max_version_level=1, upgrade_type=1)], validate_only=True), 1)
