@@ -56,6 +56,7 @@ from minikafka.protocol.errors import (
 
 UNCLEAN_KEY = "unclean.leader.election.enable"
 MIN_ISR_KEY = "min.insync.replicas"
+ELR_FEATURE = "eligible.leader.replicas.version"
 UNCLEAN_SCAN_MS = 1000
 
 PRODUCER_ID_BLOCK = 1000  # KIP-730's block size
@@ -506,6 +507,18 @@ class Controller:
         image (broker/config/features.py plan_update); a level 0 removes the feature."""
         for name, level in sorted(levels.items()):
             self._emit(r.feature_level(name, level))
+        elr = levels.get(ELR_FEATURE)
+        if elr is not None and elr >= 1:  # Kafka's maybeGenerateElrSafetyRecords
+            if MIN_ISR_KEY not in self.image.broker_configs.get("", {}):
+                self._emit(r.config(r.BROKER_RESOURCE, "", MIN_ISR_KEY, str(self.config.min_insync_replicas)))
+            for name, layer in sorted(self.image.broker_configs.items()):
+                if name and MIN_ISR_KEY in layer:
+                    self._emit(r.config(r.BROKER_RESOURCE, name, MIN_ISR_KEY, None))
+        elif elr is not None:  # disabled: no partition keeps an ELR (Kafka's ClearElrRecord)
+            for t in list(self.image.topics.values()):
+                for p in list(t.partitions.values()):
+                    if p.elr or p.last_known_elr:
+                        self._emit(r.partition_change(_sid(t.topic_id), p.partition, elr=[], last_known_elr=[]))
 
     def bootstrap(self, upserts: Iterable[tuple[str, str, str, str, str, int]]) -> bool:
         """Once per cluster (Kafka: the bootstrap checkpoint written by `kafka-storage format --add-scram`):

@@ -21,7 +21,7 @@ from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 from minikafka.broker.security import acl
 from minikafka.broker.security.authorizer import authorize_cluster
 from minikafka.broker.network.context import RequestContext
-from minikafka.broker.config.features import UPGRADE, FeatureUpdate, FeatureUpdateError, plan_update
+from minikafka.broker.config.features import ELR_VERSION, UPGRADE, FeatureUpdate, FeatureUpdateError, plan_update
 from minikafka.broker.network.registry import handles
 
 Result = UpdateFeaturesResponse.UpdatableFeatureResult
@@ -61,7 +61,22 @@ async def handle_update_features(ctx: RequestContext, req: UpdateFeaturesRequest
         ctx.broker.features.update(updates, validate_only=version >= 1 and req.validate_only)
     except FeatureUpdateError as exc:
         return _error(exc.errno, FAILED_PREFIX + exc.message)
+    if not (version >= 1 and req.validate_only) and any(u.feature == ELR_VERSION and u.level >= 1 for u in updates):
+        _elr_safety_configs(ctx.broker)
     return _ok(updates, version)
+
+
+def _elr_safety_configs(state) -> None:
+    """Eligible leader replicas turned on (Kafka's maybeGenerateElrSafetyRecords): min.insync.replicas becomes a
+    cluster-wide dynamic config (the static value unless set), this broker's own value is removed. (A cluster:
+    the active controller's records, metadata/controller.py set_feature_levels.)"""
+    dynamic = state.dynamic_config
+    default = dynamic.layer(False)
+    if "min.insync.replicas" not in default:
+        dynamic.replace(False, {**default, "min.insync.replicas": state.config.get("min.insync.replicas")})
+    own = dynamic.layer(True)
+    if "min.insync.replicas" in own:
+        dynamic.replace(True, {k: v for k, v in own.items() if k != "min.insync.replicas"})
 
 
 async def _forward(ctx: RequestContext, req: UpdateFeaturesRequest, updates: list[FeatureUpdate],

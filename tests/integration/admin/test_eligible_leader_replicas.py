@@ -78,3 +78,26 @@ def test_min_insync_replicas_is_cluster_wide(broker):
                   "min.insync.replicas", ok=False)
     assert "InvalidConfigurationException: Cluster-level min.insync.replicas cannot be removed while ELR is " \
            "enabled." in out, out
+
+
+def test_turning_elr_on_makes_min_insync_replicas_cluster_wide(broker):
+    """ELR off: a broker-level min.insync.replicas is taken and the cluster default may go; turned on again,
+    Kafka's safety records put min.insync.replicas back into the cluster default (the static value) and drop
+    the broker's own."""
+    b = broker.bootstrap
+    one = ("--entity-type", "brokers", "--entity-name", "1")
+    default = ("--entity-type", "brokers", "--entity-default")
+    try:
+        tool("kafka-features", "--bootstrap-server", b, "downgrade", "--feature", f"{ELR}=0")
+        tool("kafka-configs", "--bootstrap-server", b, "--alter", *one, "--add-config", "min.insync.replicas=1")
+        tool("kafka-configs", "--bootstrap-server", b, "--alter", *default, "--delete-config", "min.insync.replicas")
+    finally:
+        tool("kafka-features", "--bootstrap-server", b, "upgrade", "--feature", f"{ELR}=1")
+
+    def settled():
+        per_broker, _ = tool("kafka-configs", "--bootstrap-server", b, "--describe", *one)
+        cluster, _ = tool("kafka-configs", "--bootstrap-server", b, "--describe", *default)
+        return "min.insync.replicas" not in per_broker.stdout and \
+            "min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}" \
+            in cluster.stdout
+    wait_until(settled, timeout=20, what="min.insync.replicas cluster-wide again")

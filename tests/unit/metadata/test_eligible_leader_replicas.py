@@ -155,3 +155,19 @@ def test_elect_leaders_unclean_uses_the_elr_first():
     c._emit(r.broker_state(3, fenced=False))  # 3 alive but never eligible
     assert c.elect_unclean("t", 0) == NONE
     assert state(c) == (3, (3,), (), ())
+
+
+def test_feature_level_changes_write_kafkas_safety_and_clear_records():
+    """ELR turned on: the cluster-wide min.insync.replicas (the static value unless set) and no broker-level one;
+    turned off: every ELR and LastKnownElr cleared."""
+    c, log, epochs = elr_cluster()
+    c._emit(r.config(r.BROKER_RESOURCE, "2", "min.insync.replicas", "3"))
+    c.set_feature_levels({"eligible.leader.replicas.version": 1})
+    assert c.image.broker_configs[""] == {"min.insync.replicas": "2"}
+    assert "min.insync.replicas" not in c.image.broker_configs.get("2", {})
+    c.create_topic("t", 1, 3, {}, assignments={0: [1, 2, 3]})
+    for b in (3, 2, 1):
+        c.fence(b)
+    assert state(c)[2:] == ((1, 2), (1,))
+    c.set_feature_levels({"eligible.leader.replicas.version": 0})
+    assert state(c) == (NO_LEADER, (), (), ())
