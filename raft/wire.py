@@ -175,16 +175,20 @@ def directory_str(value: Any) -> str | None:
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
-def fetch_directory_id(req: Any, version: int) -> str | None:
-    """The fetching replica's directory id (Fetch v17+), None before or without one."""
-    if version < 17:
-        return None
+def _metadata_partition(req: Any) -> Any | None:
+    """The request's `__cluster_metadata`-0 entry (a Fetch's FetchPartition), None without one."""
     for topic in req.topics or ():
         if topic.topic_id == METADATA_TOPIC_ID:
             for part in topic.partitions or ():
                 if part.partition == METADATA_PARTITION:
-                    return directory_str(getattr(part, "replica_directory_id", None))
+                    return part
     return None
+
+
+def fetch_directory_id(req: Any, version: int) -> str | None:
+    """The fetching replica's directory id (Fetch v17+), None before or without one."""
+    part = _metadata_partition(req) if version >= 17 else None
+    return None if part is None else directory_str(getattr(part, "replica_directory_id", None))
 
 
 UNKNOWN_HIGH_WATERMARK = 2**63 - 1  # Fetch v18's default: the follower does not send its high watermark
@@ -193,28 +197,18 @@ UNKNOWN_HIGH_WATERMARK = 2**63 - 1  # Fetch v18's default: the follower does not
 def fetch_high_watermark(req: Any, version: int) -> int | None:
     """The high watermark the fetching replica knows (Fetch v18+, KIP-1166); None before v18, when it sends
     none (Long.MAX_VALUE) or does not know one (-1)."""
-    if version < 18:
-        return None
-    for topic in req.topics or ():
-        if topic.topic_id == METADATA_TOPIC_ID:
-            for part in topic.partitions or ():
-                if part.partition == METADATA_PARTITION:
-                    hw = getattr(part, "high_watermark", UNKNOWN_HIGH_WATERMARK)
-                    return None if hw is None or hw < 0 or hw == UNKNOWN_HIGH_WATERMARK else hw
-    return None
+    part = _metadata_partition(req) if version >= 18 else None
+    hw = None if part is None else getattr(part, "high_watermark", None)
+    return None if hw is None or hw < 0 or hw == UNKNOWN_HIGH_WATERMARK else hw
 
 
 def from_fetch_request(req: Any, version: int) -> FetchRequest | None:
     """The core's FetchRequest; None unless it fetches `__cluster_metadata`-0 as a replica."""
     replica = req.replica_state.replica_id if version >= 15 else req.replica_id
-    for topic in req.topics or ():
-        if topic.topic_id != METADATA_TOPIC_ID:
-            continue
-        for part in topic.partitions or ():
-            if part.partition == METADATA_PARTITION and replica >= 0:
-                return FetchRequest(part.current_leader_epoch, replica, part.fetch_offset,
-                                    max(0, part.last_fetched_epoch))
-    return None
+    part = _metadata_partition(req)
+    if part is None or replica < 0:
+        return None
+    return FetchRequest(part.current_leader_epoch, replica, part.fetch_offset, max(0, part.last_fetched_epoch))
 
 
 def fetch_response(msg: FetchResponse, request_epoch: int,
