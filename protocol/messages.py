@@ -39,7 +39,8 @@ __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "C
            "PushTelemetryResponse", "UnregisterBrokerRequest", "UnregisterBrokerResponse",
            "AddRaftVoterRequest", "AddRaftVoterResponse", "RemoveRaftVoterRequest", "RemoveRaftVoterResponse",
            "UpdateRaftVoterRequest", "UpdateRaftVoterResponse",
-           "ControllerRegistrationRequest", "ControllerRegistrationResponse"]
+           "ControllerRegistrationRequest", "ControllerRegistrationResponse",
+           "AssignReplicasToDirsRequest", "AssignReplicasToDirsResponse"]
 
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
@@ -451,4 +452,12 @@ class UpdateRaftVoterRequest(ApiMessage, load_json=schemas):
 
 
 class UpdateRaftVoterResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class AssignReplicasToDirsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class AssignReplicasToDirsResponse(ApiMessage, load_json=schemas):
     pass
