@@ -68,6 +68,7 @@ class QuorumDriver:
         self.id = node_id
         self.quorum = quorum
         self.cluster_id = cluster_id
+        self._log_dir = log_dir
         self._on_cluster_id = on_cluster_id
         self.persistent = FilePersistentState(log_dir / METADATA_DIR)
         config = RaftConfig(fetch_timeout_ms=quorum.fetch_timeout_ms, election_timeout_ms=quorum.election_timeout_ms,
@@ -101,6 +102,11 @@ class QuorumDriver:
         self.replica_directories: dict[int, str] = {}  # leader: the directory id each fetching replica sent
         self._update_sent_epoch = -1
         self._update_next = 0.0  # monotonic s: no UpdateRaftVoter before (one in flight: inf; failed: a retry later)
+        # KAFKA-16538: at kraft.version 0 every voter still tells the leader (UpdateRaftVoter) its directory id,
+        # endpoints and supported kraft.version range; the leader keeps them in memory for this epoch: what an
+        # upgrade to kraft.version 1 writes into the VotersRecord
+        self.static_voter_info: dict[int, dict] = {}
+        self._static_info_epoch = -1
         self._refused_by: set[int] = set()  # peers that answered INCONSISTENT_CLUSTER_ID (logged once each)
         self._applied = 0
         self._last_role = (None, -1)
@@ -614,13 +620,22 @@ class QuorumDriver:
         """UpdateRaftVoter on the leader (Kafka's UpdateVoterHandler): the voter's entry (same id and
         directory id) gets the new endpoints and kraft.version range; answered once appended."""
         from minikafka.protocol.errors import (INVALID_REQUEST, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
-                                               UNSUPPORTED_VERSION, VOTER_NOT_FOUND)
+                                               VOTER_NOT_FOUND)
         from minikafka.raft.core import voters_record
         node = self.node
         if self._voter_change_pending or node.high_watermark <= node._epoch_start:
             return REQUEST_TIMED_OUT
-        if node.kraft_version < 1:
-            return UNSUPPORTED_VERSION
+        if node.kraft_version < 1:  # KAFKA-16538: a static voter's information, kept for kraft.version 1
+            if voter_id not in node.voters:
+                return VOTER_NOT_FOUND
+            if not kraft_range[0] <= node.kraft_version <= kraft_range[1]:
+                return INVALID_REQUEST
+            self.static_info()[voter_id] = {
+                "voterId": voter_id, "voterDirectoryId": directory_id, "endpoints": endpoints,
+                "kRaftVersionFeature": {"minSupportedVersion": kraft_range[0], "maxSupportedVersion": kraft_range[1]}}
+            log.info("metadata quorum: voter %d (directory %s) supports kraft.version %d-%d", voter_id, directory_id,
+                     *kraft_range)
+            return 0
         if node.voters_offset >= node.high_watermark:
             return REQUEST_TIMED_OUT
         if not kraft_range[0] <= node.kraft_version <= kraft_range[1]:
@@ -635,10 +650,52 @@ class QuorumDriver:
         log.info("metadata quorum: voter %d's endpoints updated to %s", voter_id, endpoints)
         return 0
 
+    def own_directory_id(self) -> str | None:
+        """This node's metadata log dir id (meta.properties' directory.id; a static quorum's node writes it once
+        the cluster id is agreed)."""
+        if self.directory_id:
+            return self.directory_id
+        try:
+            for line in (self._log_dir / "meta.properties").read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.strip() == "directory.id":
+                    return value.strip() or None
+        except OSError:
+            return None
+        return None
+
+    def own_voter_entry(self, directory: str) -> dict:
+        return {"voterId": self.id, "voterDirectoryId": directory, "endpoints": list(self.own_endpoints or ()),
+                "kRaftVersionFeature": {"minSupportedVersion": 0, "maxSupportedVersion": 1}}
+
+    def _maybe_update_static_voter(self) -> None:
+        """kraft.version 0 (KAFKA-16538): a follower voter sends UpdateRaftVoter once per epoch with its
+        directory id, endpoints and kraft.version 0-1, so that the leader may upgrade to kraft.version 1."""
+        node = self.node
+        if (self.id not in node.voters or self.own_endpoints is None or node.role != "follower"
+                or node.leader is None or not self._started or self._stopped
+                or (self._update_sent_epoch == node.epoch and time.monotonic() < self._update_next)):
+            return
+        directory = self.own_directory_id()
+        if directory is None:
+            return
+        self._update_sent_epoch, self._update_next = node.epoch, float("inf")
+        self._tasks.append(asyncio.ensure_future(self._send_update_voter(node.leader, node.epoch,
+                                                                         self.own_voter_entry(directory))))
+
+    def static_info(self) -> dict[int, dict]:
+        """Leader, kraft.version 0: what each voter told it in this epoch (UpdateRaftVoter), by voter id."""
+        if self._static_info_epoch != self.node.epoch:
+            self.static_voter_info, self._static_info_epoch = {}, self.node.epoch
+        return self.static_voter_info
+
     def _maybe_update_voter(self) -> None:
         """A follower voter whose entry in the voter set names other endpoints than its own listeners
         tells the leader (UpdateRaftVoter), once per epoch, as Kafka's voters do after a restart."""
         node = self.node
+        if node.kraft_version < 1:
+            self._maybe_update_static_voter()
+            return
         mine = node.voter_nodes.get(self.id)
         if (mine is None or self.own_endpoints is None or node.role != "follower" or node.leader is None
                 or (self._update_sent_epoch == node.epoch and time.monotonic() < self._update_next)

@@ -4,7 +4,7 @@ Every node whose process.roles holds `controller` (combined nodes and controller
 dynamic quorum's observers alike) sends ControllerRegistration (API 70) over the controller listener once
 its image has caught up with the metadata log: a random incarnation id per process, zkMigrationReady
 false, its controller listeners' advertised endpoints and the features it supports (what ApiVersions
-reports: kraft.version 0-1 in a dynamic quorum). The active controller appends a RegisterController record
+reports: kraft.version 0-1). The active controller appends a RegisterController record
 (metadata/records.py); the registration is in the metadata image (`image.controllers`), so snapshots,
 restarts and controller failovers keep it.
 
@@ -36,9 +36,10 @@ SHOW_UP_S = 10.0  # an acknowledged registration missing from the image this lon
 
 
 def supported_features(kraft_version: int) -> list[tuple[str, int, int]]:
-    """(feature, min, max) this controller supports: the ranges ApiVersions reports."""
+    """(feature, min, max) this controller supports: the ranges ApiVersions reports (a quorum node: kraft.version
+    0-1, a static quorum too, since it may be upgraded to kraft.version 1, KAFKA-16538)."""
     out = [(f.name, f.min_version, f.max_version) for f in SUPPORTED.values() if f.name != "kraft.version"]
-    out.append(("kraft.version", 0, 1 if kraft_version >= 1 else 0))
+    out.append(("kraft.version", 0, 1))
     return out
 
 

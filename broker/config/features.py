@@ -75,7 +75,9 @@ class FeatureSpec:
 # here may rely on it.
 SUPPORTED: dict[str, FeatureSpec] = {spec.name: spec for spec in (
     FeatureSpec(METADATA_VERSION, 7, 30, 30),
-    FeatureSpec("kraft.version", 0, 0, 0),  # Kafka: 0-1; level 1 is the dynamic quorum (KIP-853), not here yet
+    # a single node: 0 only (Kafka: 0-1); a quorum node reports 0-1 and the Raft leader upgrades it
+    # (broker/handlers/api_versions.py, update_features.py: never a FeatureLevel record)
+    FeatureSpec("kraft.version", 0, 0, 0),
     FeatureSpec(TRANSACTION_VERSION, 0, 2, 2),
     FeatureSpec(GROUP_VERSION, 0, 1, 1),
     FeatureSpec(SHARE_VERSION, 0, 1, 1),  # share groups (KIP-932)

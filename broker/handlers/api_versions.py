@@ -29,14 +29,16 @@ def _features(ctx: RequestContext) -> dict:
                  for f in features.supported() if not (drop_min_0 and f.min_version == 0)]
     levels = features.finalized()
     quorum = getattr(ctx.broker, "quorum", None)
-    if quorum is not None and quorum.node.kraft_version >= 1:
-        # a dynamic quorum (KIP-853): kraft.version 0-1 supported and finalized at the quorum's level, as Kafka's
-        # KRaftMetadataCache reports the raft client's kraft.version
+    if quorum is not None:
+        # a quorum node: kraft.version 0-1 supported (a static quorum may be upgraded to 1, KAFKA-16538) and, in a
+        # dynamic quorum (KIP-853), finalized at the quorum's level, as Kafka's KRaftMetadataCache reports the raft
+        # client's kraft.version
         supported = [s for s in supported if s.name != "kraft.version"]
         supported.append(ApiVersionsResponse.SupportedFeatureKey(name="kraft.version", min_version=0, max_version=1))
         if drop_min_0:
             supported.pop()
-        levels = {**levels, "kraft.version": quorum.node.kraft_version}
+        if quorum.node.kraft_version >= 1:
+            levels = {**levels, "kraft.version": quorum.node.kraft_version}
     finalized = [ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
                  for name, level in sorted(levels.items())]
     return {"supported_features": supported, "finalized_features_epoch": features.epoch,

@@ -14,6 +14,8 @@ FeatureLevel records (metadata/records.py), answered once committed; another con
 NOT_CONTROLLER ("The active controller appears to be node N.")."""
 from __future__ import annotations
 
+import logging
+
 import kafka.errors as ke
 
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
@@ -24,8 +26,10 @@ from minikafka.broker.network.context import RequestContext
 from minikafka.broker.config.features import ELR_VERSION, UPGRADE, FeatureUpdate, FeatureUpdateError, plan_update
 from minikafka.broker.network.registry import handles
 
+log = logging.getLogger(__name__)
 Result = UpdateFeaturesResponse.UpdatableFeatureResult
 RESULTS_UNTIL = 1
+KRAFT = "kraft.version"
 VISIBLE_WAIT_S = 5.0
 FAILED_PREFIX = "The update failed for all features since the following feature had an error: "
 
@@ -95,9 +99,11 @@ async def _forward(ctx: RequestContext, req: UpdateFeaturesRequest, updates: lis
         return _error(exc.code, TIMED_OUT_MESSAGE if exc.code == ke.RequestTimedOutError.errno else str(exc))
     if resp.error_code == 0 and not (version >= 1 and req.validate_only) and updates:
         wanted = {u.feature: u.level for u in updates}
+        kraft = wanted.pop(KRAFT, None)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + VISIBLE_WAIT_S  # this node's image shows the change (a describe here sees it)
-        while loop.time() < deadline and any(state.features.level(f) != v for f, v in wanted.items()):
+        while loop.time() < deadline and (any(state.features.level(f) != v for f, v in wanted.items()) or (
+                kraft is not None and state.quorum.node.kraft_version < kraft)):
             await asyncio.sleep(0.02)
     return resp
 
@@ -125,6 +131,24 @@ async def handle_controller_update_features(ctx: RequestContext, req: UpdateFeat
         return _error(NOT_CONTROLLER, not_controller_message(cluster))
     updates = _updates(req, version)
     validate_only = version >= 1 and req.validate_only
+    kraft = [u for u in updates if u.feature == KRAFT]
+    if kraft:  # the Raft leader's business (KAFKA-16538): never a FeatureLevel record
+        try:
+            for u in kraft:
+                _check_kraft(u, cluster, state.node_id)
+        except FeatureUpdateError as exc:
+            return _error(exc.errno, FAILED_PREFIX + exc.message)
+        updates = [u for u in updates if u.feature != KRAFT]
+        if not validate_only and kraft[-1].level > cluster.driver.node.kraft_version:
+            code, message = await upgrade_kraft_version(cluster.driver, kraft[-1].level,
+                                                        cluster.driver.quorum.request_timeout_ms / 1000 * 10)
+            if code == NOT_CONTROLLER:
+                return _error(code, not_controller_message(cluster))
+            if code:
+                return _error(code, None if message is None else FAILED_PREFIX + message)
+        if not updates:
+            return _ok(kraft, version)
+    kraft_results = kraft
 
     def decide(c):
         image = c.image
@@ -145,4 +169,92 @@ async def handle_controller_update_features(ctx: RequestContext, req: UpdateFeat
         return _error(code, not_controller_message(cluster))
     if code:
         return _error(code, None)
-    return _ok(updates, version)
+    return _ok(kraft_results + updates, version)
+
+
+def _check_kraft(u: FeatureUpdate, cluster, node_id: int) -> None:
+    """Kafka's FeatureControlManager.updateFeature for kraft.version, in its order: the upgrade type, the
+    controllers' support (this one: 0-1), the downgrade rules, then the Raft leader's checks (every voter
+    supports the level, as it told the leader)."""
+    from minikafka.broker.cluster.controller_registration import reason_controllers_do_not_support
+    from minikafka.broker.config.features import INVALID_UPDATE_VERSION, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE
+
+    def invalid(reason: str) -> FeatureUpdateError:
+        return FeatureUpdateError(INVALID_UPDATE_VERSION,
+                                  f"Invalid update version {u.level} for feature {KRAFT}. {reason}")
+    driver = cluster.driver
+    current = driver.node.kraft_version
+    if u.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        raise invalid("The controller does not support the given upgrade type.")
+    if u.level < 0:
+        raise invalid("A feature version cannot be less than 0.")
+    if u.level > 1:
+        raise invalid(f"Local controller {node_id} only supports versions 0-1")
+    reason = reason_controllers_do_not_support(cluster.image.controllers, node_id, driver.quorum.voters, KRAFT,
+                                               u.level)
+    if reason:
+        raise invalid(reason)
+    if u.level < current and u.upgrade_type == UPGRADE:
+        raise invalid("Can't downgrade the version of this feature without setting the upgrade type to either "
+                      "safe or unsafe downgrade.")
+    if u.level > current and u.upgrade_type != UPGRADE:
+        raise invalid("Can't downgrade to a newer version.")
+    if u.level < current:
+        raise invalid("Can't downgrade the version of this feature.")
+    if u.level > current:
+        why = kraft_upgrade_check(driver, u.level)
+        if why is not None:
+            raise FeatureUpdateError(INVALID_UPDATE_VERSION, why)
+
+
+def kraft_upgrade_check(driver, level: int) -> str | None:
+    """Why the Raft leader cannot upgrade to kraft.version `level` now (Kafka's LeaderState
+    maybeAppendUpgradedKRaftVersion), None when it can: every voter must support it, as it told the leader in
+    this epoch (UpdateRaftVoter at kraft.version 0, raft/driver.py)."""
+    from minikafka.raft.core import LEADER
+    node = driver.node
+    if node.role != LEADER:
+        return "Upgrade kraft version failed because the replica is not the current leader"
+    for v in node.voters:
+        info = driver.own_voter_entry("") if v == driver.id else driver.static_info().get(v)
+        if info is None or int(info.get("kRaftVersionFeature", {}).get("maxSupportedVersion", 0)) < level:
+            return f"Invalid upgrade of kraft.version to KRAFT_VERSION_{level} because not all of the voters support it"
+    return None
+
+
+async def upgrade_kraft_version(driver, level: int, timeout_s: float) -> tuple[int, str | None]:
+    """kraft.version 0 -> 1 on a static quorum (KAFKA-16538): the KRaftVersion record and a VotersRecord with the
+    static voters' ids, directory ids and endpoints, answered once committed; from then on the voter set is the
+    log's (add-controller / remove-controller work)."""
+    import time
+
+    from minikafka.protocol.errors import INVALID_UPDATE_VERSION, NOT_CONTROLLER, REQUEST_TIMED_OUT
+    from minikafka.raft.core import KRAFT_VERSION_RECORD, LEADER, voters_record
+    node = driver.node
+    if node.kraft_version >= level:
+        return 0, None
+    reason = kraft_upgrade_check(driver, level)
+    if reason is not None:
+        return INVALID_UPDATE_VERSION, reason
+    voters = [driver.own_voter_entry(driver.own_directory_id() or "") if v == driver.id
+              else driver.static_info()[v] for v in node.voters]
+    if driver._voter_change_pending or any(not v.get("voterDirectoryId") for v in voters):
+        return REQUEST_TIMED_OUT, None  # Kafka: one voter change at a time; every directory id known
+    driver._voter_change_pending = True
+    try:
+        offsets = driver.propose([{"type": KRAFT_VERSION_RECORD, "version": 0, "kRaftVersion": level},
+                                  voters_record(voters)])
+        if offsets is None:
+            return NOT_CONTROLLER, None
+        log.info("kraft.version %d with voters %s appended at offset %d", level, sorted(node.voters), offsets[0])
+        epoch, deadline = node.epoch, time.monotonic() + timeout_s
+        while node.high_watermark <= offsets[-1]:
+            left = deadline - time.monotonic()
+            if node.epoch != epoch or node.role != LEADER:
+                return NOT_CONTROLLER, None
+            if left <= 0:
+                return REQUEST_TIMED_OUT, None
+            await driver.wait_for_change(min(left, 0.2))
+        return 0, None
+    finally:
+        driver._voter_change_pending = False

@@ -3,9 +3,12 @@ Kafka's `kafka-features` tool upgrades and downgrades through any node and every
 the new level and epoch (the offset of the last FeatureLevel record); validate-only changes nothing; errors
 come from the active controller with Kafka's messages (unknown feature, a level this controller or a
 registered controller does not support, the downgrade rules); a controller listener that is not the active
-controller answers NOT_CONTROLLER; a restart and a controller kill keep the levels."""
+controller answers NOT_CONTROLLER; a restart and a controller kill keep the levels. A static quorum upgrades
+to kraft.version 1 (KAFKA-16538), after which remove-controller works."""
 from __future__ import annotations
 
+import re
+import sys
 import uuid
 
 import pytest
@@ -13,10 +16,14 @@ from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 
 from minikafka.protocol.messages import ControllerRegistrationRequest as Reg
 from minikafka.protocol.messages import ControllerRegistrationResponse as RegResp
-from tests.integration.admin.test_features import MINIKAFKA_FINALIZED, finalized
+from tests.conftest import ROOT
+from tests.integration.admin.test_features import MINIKAFKA_FINALIZED, api_versions, finalized
 from tests.integration.clients.test_reference_lab import tool
 from tests.support.cluster_harness import Cluster, running
 from tests.support.helpers import RawClient, wait_until
+
+sys.path.insert(0, str(ROOT))
+from scripts import apache_kafka as lab  # noqa: E402
 
 pytestmark = [pytest.mark.minikafka_only, pytest.mark.serial]
 
@@ -140,3 +147,51 @@ def test_features_are_cluster_wide(tmp_path):
         assert update(c.nodes[other].bootstrap, SV, 1) == (INVALID_UPDATE_VERSION, (
             f"{FAILED}Invalid update version 1 for feature {SV}. Controller 9 does not support this feature."))
         all_show(c, without_sv)
+
+
+def _directory_id(data_dir) -> str:
+    return re.search(r"^directory.id=(\S+)$", (data_dir / "meta.properties").read_text(), re.M).group(1)
+
+
+def _voters(port: int) -> list[int]:
+    res = lab.run_tool("kafka-metadata-quorum", ["--bootstrap-controller", f"{HOST}:{port}", "describe", "--status"],
+                       timeout=90)
+    assert res.returncode == 0, res.stderr[-2000:]
+    status = dict(re.findall(r"^(\w+):\s+(.*)$", res.stdout, re.M))
+    return sorted(int(i) for i in re.findall(r'"id": (\d+)', status["CurrentVoters"]))
+
+
+def test_static_quorum_upgrades_to_kraft_version_1(tmp_path):
+    """KAFKA-16538: a static quorum (controller.quorum.voters) upgraded with `kafka-features upgrade --feature
+    kraft.version=1`: the leader writes the KRaftVersion and Voters records from what every voter told it
+    (UpdateRaftVoter at kraft.version 0); then remove-controller works."""
+    KV = "kraft.version"
+    with running(Cluster(tmp_path, size=3)) as c:
+        leader, _ = c.agreed_leader(c.voters, timeout=20)
+        b = c.nodes[leader].bootstrap
+        resp = api_versions(b)
+        assert (KV, 0, 1) in [(f.name, f.min_version, f.max_version) for f in resp.supported_features]
+        assert KV not in {f.name for f in resp.finalized_features}
+        assert update(b, KV, 2) == (INVALID_UPDATE_VERSION, (
+            f"{FAILED}Invalid update version 2 for feature {KV}. Local controller {leader} only supports versions 0-1"))
+        wait_until(lambda: update(b, KV, 1, validate_only=True) == (0, None), timeout=30,
+                   what="every voter's UpdateRaftVoter reached the leader")
+        assert KV not in finalized(b)[0]  # validate-only: nothing written
+        res, out = tool("kafka-features", "--bootstrap-server", c.nodes[c.voters[0]].bootstrap, "upgrade",
+                        "--feature", f"{KV}=1")
+        assert f"{KV} was upgraded to 1." in res.stdout, out
+        wait_until(lambda: all(finalized(c.nodes[n].bootstrap)[0].get(KV) == 1 for n in c.voters), timeout=30,
+                   what="every node reporting kraft.version 1")
+        assert update(b, KV, 0, SAFE_DOWNGRADE) == (INVALID_UPDATE_VERSION, (
+            f"{FAILED}Invalid update version 0 for feature {KV}. Can't downgrade the version of this feature."))
+        assert _voters(c.controller_ports[leader]) == [1, 2, 3]
+
+        # the voter set is the log's now: a follower leaves the quorum with Kafka's tool
+        gone = next(n for n in c.voters if n != leader)
+        res = lab.run_tool("kafka-metadata-quorum", [
+            "--bootstrap-controller", f"{HOST}:{c.controller_ports[leader]}", "remove-controller",
+            "--controller-id", str(gone), "--controller-directory-id",
+            _directory_id(tmp_path / f"node{gone}" / "data")], timeout=90)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        rest = [n for n in c.voters if n != gone]
+        wait_until(lambda: _voters(c.controller_ports[leader]) == rest, timeout=30, what=f"voters {rest}")

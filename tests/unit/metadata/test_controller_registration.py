@@ -92,5 +92,6 @@ def test_update_features_reason_names_the_first_controller_that_cannot_take_the_
 
 def test_a_controller_registers_what_api_versions_reports():
     static = dict((n, (lo, hi)) for n, lo, hi in supported_features(0))
-    assert static == {**{s.name: (s.min_version, s.max_version) for s in SUPPORTED.values()}, "kraft.version": (0, 0)}
+    # a static quorum's controller supports kraft.version 1 too: it may be upgraded (KAFKA-16538)
+    assert static == {**{s.name: (s.min_version, s.max_version) for s in SUPPORTED.values()}, "kraft.version": (0, 1)}
     assert dict((n, (lo, hi)) for n, lo, hi in supported_features(1))["kraft.version"] == (0, 1)
