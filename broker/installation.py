@@ -93,6 +93,7 @@ CLUSTER_MODULES = (
     "minikafka.metadata.active_controller",
     "minikafka.broker.cluster.runtime",
     "minikafka.broker.cluster.controller_registration",
+    "minikafka.broker.cluster.dir_assignments",
     "minikafka.broker.replication.partition_state",
     "minikafka.broker.replication.throttle",
     "minikafka.broker.replication.alter_partition",

@@ -46,6 +46,7 @@ from minikafka.protocol.errors import (
     INVALID_REQUEST,
     INVALID_UPDATE_VERSION,
     NONE,
+    NOT_LEADER_OR_FOLLOWER,
     NO_REASSIGNMENT_IN_PROGRESS,
     PREFERRED_LEADER_NOT_AVAILABLE,
     STALE_BROKER_EPOCH,
@@ -367,7 +368,79 @@ class Controller:
     def _new_partition(self, topic_id: str, index: int, replicas: list[int]) -> dict:
         isr = [b for b in replicas if self._live(b)]
         leader = isr[0] if isr else NO_LEADER
-        return r.partition(topic_id, index, replicas, isr or list(replicas), leader)
+        return r.partition(topic_id, index, replicas, isr or list(replicas), leader,
+                           directories=[self.default_dir(b) for b in replicas])
+
+    def default_dir(self, broker_id: int) -> str:
+        """Kafka's ClusterDescriber.defaultDir: a broker with a single log dir puts new replicas there;
+        with several (or none known) the dir is UNASSIGNED until the broker assigns it (KIP-858)."""
+        b = self.image.brokers.get(broker_id)
+        return b.log_dirs[0] if b is not None and len(b.log_dirs) == 1 else r.UNASSIGNED_DIR
+
+    # -- directory assignments (KIP-858) --------------------------------------------------------------
+    def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
+                                directories: Iterable[tuple[str, Iterable[tuple[bytes, Iterable[int]]]]]
+                                ) -> list[tuple[str, list[tuple[bytes, list[tuple[int, int]]]]]]:
+        """Kafka's ReplicationControlManager.handleAssignReplicasToDirs: `directories` is (dir id, [(topic
+        id, [partition])]); the answer has the same shape with an error code per partition. The broker's
+        epoch must be its registered one (STALE_BROKER_EPOCH, also for a broker not registered: raised).
+        Per partition: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (the broker
+        holds no replica of it), else a PartitionChange with the replica's new dir (none when it is
+        there already). A dir the broker did not register (or LOST) is offline: the replica also leaves
+        the ISR, and leadership, as when Kafka's controller handles an offline-dir assignment."""
+        b = self.image.brokers.get(broker_id)
+        if b is None:
+            raise ControllerError(STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}")
+        if b.epoch != broker_epoch:
+            raise ControllerError(STALE_BROKER_EPOCH,
+                                  f"Expected broker epoch {b.epoch}, but got broker epoch {broker_epoch}")
+        out: list[tuple[str, list[tuple[bytes, list[tuple[int, int]]]]]] = []
+        offline_parts: list[tuple[bytes, int]] = []
+        for dir_id, topics in directories:
+            dir_id = str(dir_id)
+            online = dir_online(dir_id, b.log_dirs)
+            res_topics: list[tuple[bytes, list[tuple[int, int]]]] = []
+            for topic_id, partitions in topics:
+                t = self.image.topic_by_id(topic_id)
+                res_parts: list[tuple[int, int]] = []
+                for index in partitions:
+                    if t is None:
+                        res_parts.append((index, UNKNOWN_TOPIC_ID))
+                        continue
+                    p = t.partitions.get(index)
+                    if p is None:
+                        res_parts.append((index, UNKNOWN_TOPIC_OR_PARTITION))
+                    elif broker_id not in p.replicas:
+                        res_parts.append((index, NOT_LEADER_OR_FOLLOWER))
+                    else:
+                        if p.directory(broker_id) != dir_id:
+                            dirs = [dir_id if rb == broker_id else p.directory(rb) or r.UNASSIGNED_DIR
+                                    for rb in p.replicas]
+                            self._emit(r.partition_change(_sid(t.topic_id), index, directories=dirs))
+                        if not online:
+                            offline_parts.append((t.topic_id, index))
+                        res_parts.append((index, NONE))
+                res_topics.append((topic_id, res_parts))
+            out.append((dir_id, res_topics))
+        for topic_id, index in offline_parts:  # Kafka's generateLeaderAndIsrUpdates("offline-dir-assignment")
+            t = self.image.topic_by_id(topic_id)
+            p = t.partitions.get(index) if t is not None else None
+            if p is not None and (broker_id in p.isr or p.leader == broker_id):
+                self._leave_isr(t, p, broker_id)
+        return out
+
+    def _leave_isr(self, t, p: PartitionInfo, broker_id: int) -> None:
+        """`broker_id` out of one partition's ISR and leadership (one partition of _leave_isrs)."""
+        if self.elr_enabled():
+            self._elr_step(t, p, [b for b in p.isr if b != broker_id], remove=broker_id)
+            return
+        isr = [b for b in p.isr if b != broker_id] or list(p.isr)
+        leader = p.leader
+        if leader == broker_id or leader == NO_LEADER:
+            leader = self._pick_leader(p.replicas, isr, exclude=broker_id)
+        if tuple(isr) != p.isr or leader != p.leader:
+            self._emit(r.partition_change(_sid(t.topic_id), p.partition, isr=isr if tuple(isr) != p.isr else None,
+                                          leader=leader if leader != p.leader else None))
 
     def _check_assignments(self, assignments: dict[int, list[int]], first: int) -> dict[int, list[int]]:
         indexes = sorted(assignments)
@@ -704,6 +777,17 @@ def check_reassignment_target(target: list[int], registered: Callable[[int], boo
             raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
                                   f"The manual partition assignment includes the broker {b} more than once.")
         previous = b
+
+
+def dir_online(dir_id: str, registered: Iterable[str]) -> bool:
+    """Kafka's DirectoryId.isOnline: UNASSIGNED and MIGRATING count as online, LOST never; else the dir
+    must be one the broker registered (a broker that registered none: any)."""
+    if dir_id in (r.UNASSIGNED_DIR, r.MIGRATING_DIR):
+        return True
+    if dir_id == r.LOST_DIR:
+        return False
+    registered = list(registered)
+    return not registered or dir_id in registered
 
 
 def _sid(topic_id: bytes) -> str:

@@ -70,10 +70,20 @@ class PartitionInfo:
     # holding every acks=all record; last_known_elr: the last leader once the ISR became empty
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    # KIP-858: the log dir id of each replica, in replica order (records.UNASSIGNED_DIR while unknown)
+    directories: tuple[str, ...] = ()
 
     @property
     def reassigning(self) -> bool:
         return bool(self.adding or self.removing)
+
+    def directory(self, broker_id: int) -> str | None:
+        """The log dir id of `broker_id`'s replica (None: not a replica)."""
+        try:
+            i = self.replicas.index(broker_id)
+        except ValueError:
+            return None
+        return self.directories[i] if i < len(self.directories) else r.UNASSIGNED_DIR
 
 
 @dataclass(slots=True)
@@ -176,7 +186,8 @@ class MetadataImage:
                             for c in self.controllers.values()],
             "topics": [[t.name, t.topic_id.hex(), t.configs,
                         [[p.partition, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch,
-                          list(p.adding), list(p.removing), list(p.elr), list(p.last_known_elr)]
+                          list(p.adding), list(p.removing), list(p.elr), list(p.last_known_elr),
+                          list(p.directories)]
                          for p in t.partitions.values()]] for t in self.topics.values()],
         }
 
@@ -209,11 +220,11 @@ class MetadataImage:
             topic_id = bytes.fromhex(tid)
             t = TopicImage(name, topic_id, dict(configs))
             for idx, replicas, isr, leader, leader_epoch, partition_epoch, *moving in parts:
-                # snapshots from before reassignments / eligible leader replicas have fewer fields
-                adding, removing, elr, lke = (list(moving) + [(), (), (), ()][len(moving):])[:4]
+                # snapshots from before reassignments / eligible leader replicas / directories have fewer fields
+                adding, removing, elr, lke, dirs = (list(moving) + [(), (), (), (), ()][len(moving):])[:5]
                 t.partitions[idx] = PartitionInfo(name, topic_id, idx, tuple(replicas), tuple(isr), leader,
                                                   leader_epoch, partition_epoch, tuple(adding), tuple(removing),
-                                                  tuple(elr), tuple(lke))
+                                                  tuple(elr), tuple(lke), _dirs(replicas, dirs))
             out.topics[name] = t
             out.topics_by_id[topic_id] = t
         return out
@@ -283,7 +294,8 @@ class MetadataImage:
         info = PartitionInfo(t.name, t.topic_id, p["partition"], tuple(p["replicas"]), tuple(p["isr"]),
                              p["leader"], p.get("leaderEpoch", 0), p.get("partitionEpoch", 0),
                              tuple(p.get("addingReplicas", ())), tuple(p.get("removingReplicas", ())),
-                             tuple(p.get("eligibleLeaderReplicas", ())), tuple(p.get("lastKnownElr", ())))
+                             tuple(p.get("eligibleLeaderReplicas", ())), tuple(p.get("lastKnownElr", ())),
+                             _dirs(p["replicas"], p.get("directories", ())))
         t.partitions[info.partition] = info
         return [(t.name, info.partition)], []
 
@@ -294,7 +306,13 @@ class MetadataImage:
             return [], []
         new = old
         if "replicas" in p:
-            new = replace(new, replicas=tuple(p["replicas"]))
+            # a replica kept keeps its dir, a new one is UNASSIGNED (Kafka's PartitionChangeBuilder), unless
+            # the record carries the directories
+            kept = {b: old.directory(b) for b in old.replicas}
+            new = replace(new, replicas=tuple(p["replicas"]),
+                          directories=tuple(kept.get(b) or r.UNASSIGNED_DIR for b in p["replicas"]))
+        if "directories" in p:
+            new = replace(new, directories=_dirs(new.replicas, p["directories"]))
         if "isr" in p:
             new = replace(new, isr=tuple(p["isr"]))
         if "addingReplicas" in p:
@@ -423,6 +441,13 @@ _APPLY = {r.REGISTER_BROKER: MetadataImage._register_broker, r.REGISTER_CONTROLL
           r.REMOVE_DELEGATION_TOKEN: MetadataImage._remove_delegation_token,
           r.BOOTSTRAP_DONE: MetadataImage._bootstrap_done, r.CLIENT_QUOTA: MetadataImage._client_quota,
           r.FEATURE_LEVEL: MetadataImage._feature_level}
+
+
+def _dirs(replicas, directories) -> tuple[str, ...]:
+    """One dir id per replica: a record or snapshot from before KIP-858 (or a short list) pads with
+    UNASSIGNED_DIR."""
+    dirs = [str(d) for d in directories][:len(replicas)]
+    return tuple(dirs + [r.UNASSIGNED_DIR] * (len(replicas) - len(dirs)))
 
 
 def _id_bytes(topic_id: bytes | str | uuid.UUID) -> bytes:

@@ -41,6 +41,13 @@ CLIENT_METRICS_RESOURCE = 16
 
 Record = dict[str, Any]
 
+# Kafka's DirectoryId (KIP-858): the reserved log dir ids of a replica's Directories entry, written as
+# Kafka prints a Uuid (url-safe base64), as the brokers' registered log dir ids are
+MIGRATING_DIR = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid(0, 0)
+UNASSIGNED_DIR = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid(0, 1): not yet placed in a dir
+LOST_DIR = "AAAAAAAAAAAAAAAAAAAAAg"  # Uuid(0, 2): its dir went offline
+RESERVED_DIRS = (MIGRATING_DIR, UNASSIGNED_DIR, LOST_DIR)
+
 
 def register_broker(broker_id: int, broker_epoch: int, incarnation_id: str,
                     endpoints: Iterable[tuple[str, str, int, str]], rack: str | None,
@@ -86,16 +93,22 @@ def topic(name: str, topic_id: str, configs: dict[str, str] | None = None) -> Re
 
 
 def partition(topic_id: str, index: int, replicas: list[int], isr: list[int], leader: int,
-              leader_epoch: int = 0, partition_epoch: int = 0) -> Record:
-    return {"type": PARTITION, "topicId": topic_id, "partition": index, "replicas": list(replicas),
-            "isr": list(isr), "leader": leader, "leaderEpoch": leader_epoch, "partitionEpoch": partition_epoch}
+              leader_epoch: int = 0, partition_epoch: int = 0, directories: list[str] | None = None) -> Record:
+    """`directories` (KIP-858): one log dir id per replica, in replica order (UNASSIGNED_DIR when unknown)."""
+    rec: Record = {"type": PARTITION, "topicId": topic_id, "partition": index, "replicas": list(replicas),
+                   "isr": list(isr), "leader": leader, "leaderEpoch": leader_epoch, "partitionEpoch": partition_epoch}
+    if directories is not None:
+        rec["directories"] = list(directories)
+    return rec
 
 
 def partition_change(topic_id: str, index: int, *, isr: list[int] | None = None, leader: int | None = None,
                      replicas: list[int] | None = None, adding: list[int] | None = None,
                      removing: list[int] | None = None, bump_leader_epoch: bool = False,
-                     elr: list[int] | None = None, last_known_elr: list[int] | None = None) -> Record:
-    """`elr` / `last_known_elr`: Kafka's EligibleLeaderReplicas / LastKnownElr (KIP-966), when they change."""
+                     elr: list[int] | None = None, last_known_elr: list[int] | None = None,
+                     directories: list[str] | None = None) -> Record:
+    """`elr` / `last_known_elr`: Kafka's EligibleLeaderReplicas / LastKnownElr (KIP-966), when they change;
+    `directories`: Kafka's Directories (KIP-858), one log dir id per replica of the (new) replica list."""
     rec: Record = {"type": PARTITION_CHANGE, "topicId": topic_id, "partition": index}
     if adding is not None:
         rec["addingReplicas"] = list(adding)
@@ -113,6 +126,8 @@ def partition_change(topic_id: str, index: int, *, isr: list[int] | None = None,
         rec["eligibleLeaderReplicas"] = list(elr)
     if last_known_elr is not None:
         rec["lastKnownElr"] = list(last_known_elr)
+    if directories is not None:
+        rec["directories"] = list(directories)
     return rec
 
 

@@ -98,6 +98,8 @@ class ClusterRuntime:
         self._tasks: list[asyncio.Task] = []
         self.controller_registration = None  # a controller's ControllerRegistrationManager (start)
         self._registration_task: asyncio.Task | None = None
+        self.dir_assigner = None  # a broker's DirAssigner (KIP-858: AssignReplicasToDirs), started by start()
+        self._dir_assign_task: asyncio.Task | None = None
         self._want_shut_down = False
         self._should_shut_down = asyncio.Event()
         self._applied_event = asyncio.Event()
@@ -274,6 +276,11 @@ class ClusterRuntime:
             self.controller_registration = ControllerRegistrationManager(self)
             self._registration_task = asyncio.get_running_loop().create_task(
                 self.controller_registration.run(), name="controller-registration")
+        if self.driver.quorum.is_broker:  # KIP-858: the controller learns in which dir each replica lives
+            from minikafka.broker.cluster.dir_assignments import DirAssigner
+            self.dir_assigner = DirAssigner(self)
+            self._dir_assign_task = asyncio.get_running_loop().create_task(self.dir_assigner.run(),
+                                                                           name="dir-assignments")
 
     async def controlled_shutdown(self, timeout_s: float | None = None) -> bool:
         """Ask the controller to move leadership away (heartbeat wantShutDown) and wait for its
@@ -312,6 +319,8 @@ class ClusterRuntime:
             task.cancel()
         if self._registration_task is not None:
             self._registration_task.cancel()
+        if self._dir_assign_task is not None:
+            self._dir_assign_task.cancel()
         if self._flush_task is not None:
             self._flush_task.cancel()
         if self.active is not None:

@@ -154,6 +154,7 @@ CONTROLLER_API_TABLE: dict[int, ApiEntry] = {
     67: ApiEntry("controller", 0, 0),  # AllocateProducerIds (KIP-730)
     64: ApiEntry("controller", 0, 0),  # UnregisterBroker (forwarded by brokers)
     70: ApiEntry("controller", 0, 0),  # ControllerRegistration (KIP-919: each controller registers with the active one)
+    73: ApiEntry("dir_assignments", 0, 0),  # AssignReplicasToDirs (KIP-858: the dir of each broker's replicas)
     58: ApiEntry("envelope", 0, 0),  # Envelope: a client's request forwarded by a broker, with its principal
 }
 

@@ -1,7 +1,7 @@
 """AlterReplicaLogDirs in a three-node cluster whose nodes have two log dirs each: the move is local to
 the broker asked (the leader's replica and a follower's), while an idempotent producer writes with
-acks=all; every acknowledged record is consumed back once, the replicas stay in the ISR. (minikafka does
-not send AssignReplicasToDirs (73) to the controller.)"""
+acks=all; every acknowledged record is consumed back once, the replicas stay in the ISR. (The controller's
+record of each replica's dir, AssignReplicasToDirs: test_cluster_dir_assignments.py.)"""
 from __future__ import annotations
 
 import threading

@@ -162,7 +162,6 @@ KAFKA_4_3_1_CONTROLLER_APIS: dict[int, tuple[str, int, int]] = {
 # API key -> why minikafka's controller listener does not serve it at Kafka's version (a departure, stated).
 CONTROLLER_DEPARTURES: dict[int, str] = {
     1: "(min version only) the controller's Fetch is the metadata quorum's: v13+ (topic ids)",
-    73: "AssignReplicasToDirs: a replica's log dir stays a broker-local matter (JBOD moves are local)",
 }
 
 
