@@ -43,10 +43,13 @@ class DirAssigner:
         self.sent = 0  # requests sent (tests, logs)
 
     def _dir_ids(self) -> dict[Path, str]:
-        """Log dir (resolved) -> its id as the image keeps it (url-safe base64, as registered)."""
+        """Log dir (as configured, and resolved) -> its id as the image keeps it (url-safe base64, as registered)."""
         import base64
         ids = getattr(self.cluster, "_log_dir_ids", None) or {}
-        return {Path(d).resolve(): base64.urlsafe_b64encode(i.bytes).decode().rstrip("=") for d, i in ids.items()}
+        out = {}
+        for d, i in ids.items():  # as configured and as resolved: a partition's parent is found without a syscall
+            out[Path(d)] = out[Path(d).resolve()] = base64.urlsafe_b64encode(i.bytes).decode().rstrip("=")
+        return out
 
     def pending(self, now: float) -> list[tuple[str, bytes, int]]:
         """(dir id, topic id, partition) the controller should learn of now."""
@@ -61,7 +64,9 @@ class DirAssigner:
                 directory = logs.directory(t.name, p.partition)
                 if directory is None:
                     continue
-                dir_id = ids.get(directory.parent.resolve())
+                dir_id = ids.get(directory.parent)
+                if dir_id is None:
+                    dir_id = ids.get(directory.parent.resolve())
                 if dir_id is None or p.directory(me) == dir_id:
                     continue
                 tp = (t.name, p.partition)
