@@ -137,6 +137,8 @@ public class JavaShareConsumerCheck {
         }
     }
 
+    static final List<String> ACK_ERRORS = java.util.Collections.synchronizedList(new ArrayList<>());
+
     static KafkaShareConsumer<String, String> consumer(String ackMode, String clientId) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
@@ -148,6 +150,11 @@ public class JavaShareConsumerCheck {
         p.put("max.poll.records", opts.getOrDefault("max.poll.records", "100"));
         p.put("share.acquire.mode", opts.getOrDefault("share.acquire.mode", "record_limit"));
         KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(p);
+        c.setAcknowledgementCommitCallback((offsets, exception) -> {  // an acknowledgement the broker refused
+            if (exception != null) {
+                ACK_ERRORS.add(clientId + ": " + exception + " " + offsets);
+            }
+        });
         c.subscribe(List.of(topic));
         return c;
     }
@@ -251,6 +258,7 @@ public class JavaShareConsumerCheck {
         out.put("per_consumer", List.of(perConsumer[0].get(), perConsumer[1].get()));
         out.put("after", leftover(opt("after", 4000)));
         out.put("errors", errors);
+        out.put("ack_errors", new ArrayList<>(ACK_ERRORS));
         return out;
     }
 
