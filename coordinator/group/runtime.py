@@ -88,6 +88,11 @@ class GroupRuntime:
             return
         if self.owned is not None:  # a cluster: only the controller creates it (FindCoordinator does)
             raise group_error(ke.CoordinatorNotAvailableError)
+        is_creating = getattr(self.catalog, "is_creating", None)
+        if is_creating is not None and is_creating(OFFSETS_TOPIC):
+            # `ensure_topic_async` (start-up warm-up, FindCoordinator) is making it: retriable, as Kafka
+            # answers while its coordinator loads
+            raise group_error(ke.CoordinatorLoadInProgressError)
         self.catalog.create(OFFSETS_TOPIC, self.config.num_partitions, 1, self.topic_configs(), internal=True)
         self._topic_ready = True
         self._loaded.update(range(self.config.num_partitions))  # new and empty: nothing to load

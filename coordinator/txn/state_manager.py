@@ -103,6 +103,9 @@ class TxnStateManager:
             return
         if self.owned is not None:  # a cluster: only the controller creates it (FindCoordinator does)
             raise CoordinatorUnavailable(ke.CoordinatorNotAvailableError.errno)
+        is_creating = getattr(self.catalog, "is_creating", None)
+        if is_creating is not None and is_creating(TXN_TOPIC):  # `ensure_topic_async` is making it: retriable
+            raise CoordinatorUnavailable(ke.CoordinatorNotAvailableError.errno)
         t0 = time.monotonic()
         self.catalog.create(TXN_TOPIC, self.configured_partitions, 1, self._topic_configs(), internal=True)
         if self.owned is None:

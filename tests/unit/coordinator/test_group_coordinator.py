@@ -263,3 +263,22 @@ def test_partition_count_comes_from_the_existing_topic(catalog):
         assert gc.config.num_partitions == 3 and all(0 <= gc.partition_for(f"g{i}") < 3 for i in range(50))
         gc.close()
     asyncio.run(run())
+
+
+def test_offsets_topic_being_created_elsewhere_is_a_retriable_error(catalog):
+    """A request that needs __consumer_offsets while the asynchronous creation (start-up warm-up,
+    FindCoordinator) is still making it gets COORDINATOR_LOAD_IN_PROGRESS, not the catalog's
+    TopicExistsError (which closed the client's connection), and the topic once it exists."""
+    from minikafka.coordinator.group.metadata import GroupError
+
+    async def main():
+        gc = coordinator(catalog)
+        catalog.is_creating = lambda name: True
+        with pytest.raises(GroupError) as err:
+            gc.runtime.check_partition("g", create=True)
+        assert err.value.errno == ke.CoordinatorLoadInProgressError.errno
+        assert catalog.get("__consumer_offsets") is None
+        catalog.is_creating = lambda name: False
+        gc.runtime.check_partition("g", create=True)
+        assert catalog.get("__consumer_offsets").partitions == 4
+    asyncio.run(main())
