@@ -189,8 +189,6 @@ class BrokerState:
             from minikafka.broker.errors import error_code
             self._groups = GroupCoordinator(GroupConfig.from_props(self.config.get), self.catalog, error_code,
                                             group_configs=self.group_configs)
-            # a share-group member that left gives back the records it held
-            self._groups.share.member_left = lambda g, m: self.share_manager.release_member(g, m)
             if (failover := self.coordinator_failover) is not None:
                 failover.attach_groups(self._groups)
             if self._running:

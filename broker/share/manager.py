@@ -214,7 +214,8 @@ class SharePartitionManager:
         return code, message
 
     def release_member(self, group_id: str, member_id: str, partitions: list[tuple[str, uuid.UUID, int]] | None = None) -> None:
-        """Records held by a member that left (or whose share session closed) become available again."""
+        """Records held by a member whose share session closed (final epoch, or its connection closed) become
+        available again."""
         for (g, topic_id, p), entry in list(self.entries.items()):
             sp = entry.partition
             if g != group_id or sp is None:

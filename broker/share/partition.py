@@ -201,7 +201,7 @@ class SharePartition:
         return 0, None
 
     def release_member(self, member: str) -> bool:
-        """Every offset `member` holds goes back (its session closed or it left the group)."""
+        """Every offset `member` holds goes back (its share session closed)."""
         changed = False
         for rec in self.records.values():
             if rec.state == ACQUIRED and rec.member == member:

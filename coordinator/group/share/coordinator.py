@@ -5,8 +5,10 @@ make a group survive a restart.
 Runs on the event loop thread beside the classic and consumer groups (a group id is in at most one of them);
 the runtime (`rt`) owns the `__consumer_offsets` partitions, appends and timers. A change is written before
 the heartbeat that caused it is answered; if the append fails the group is restored from a copy. Members
-get their target assignment at once (member epoch = assignment epoch). When a member leaves or is fenced,
-`member_left(group, member)` lets the partition leaders release the records it holds.
+get their target assignment at once (member epoch = assignment epoch). A member that leaves or is fenced
+keeps the records it acquired until its share session closes (ShareFetch/ShareAcknowledge with the final
+epoch, or its connection closes) or their acquisition locks expire, as in Kafka: the group coordinator does
+not touch the share-partitions (a release on leave would race the member's last acknowledgements).
 """
 from __future__ import annotations
 
@@ -66,7 +68,6 @@ class ShareGroupCoordinator:
         self.group_configs = group_configs  # broker/config/group_configs.GroupConfigStore or None
         self.max_size = max_size  # group.share.max.size
         self.groups: dict[str, ShareGroup] = {}
-        self.member_left: Callable[[str, str], None] | None = None
         # share-partitions newly assigned, whose state the broker initializes (start offset unset) before the
         # heartbeat that assigned them is answered (Kafka initializes them through the share coordinator)
         self.to_initialize: list[tuple[str, dict[uuid.UUID, frozenset[int]]]] = []
@@ -225,8 +226,6 @@ class ShareGroupCoordinator:
             self.groups[group.group_id] = snapshot
             raise
         self.rt.cancel(self._session_key(group.group_id, member_id))
-        if self.member_left is not None:
-            self.member_left(group.group_id, member_id)
 
     # ============================================================== sessions
 
