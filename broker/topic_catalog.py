@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
+from minikafka.protocol.uuids import random_uuid
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.log_manager import LogManager
@@ -346,7 +347,7 @@ class TopicCatalog:
                configs: Mapping[str, str] | None = None, internal: bool = False) -> TopicInfo:
         configs = dict(configs or {})
         config = self.check_create(name, partitions, replication_factor, configs)
-        info = TopicInfo(name, uuid.uuid4(), partitions, configs, internal)
+        info = TopicInfo(name, random_uuid(), partitions, configs, internal)
         for p in range(partitions):
             self._on_log_open(self._logs.create(name, p, config, info.topic_id.bytes))
         self._index(info)
@@ -435,7 +436,7 @@ class TopicCatalog:
                           config: LogConfig) -> TopicInfo:
         t0 = time.monotonic()
         async with self._exclusive(name):  # a delete of the same name first moves its dirs away
-            info = TopicInfo(name, uuid.uuid4(), partitions, configs, internal)
+            info = TopicInfo(name, random_uuid(), partitions, configs, internal)
             plogs = await self._build(name, range(partitions), config, info.topic_id.bytes)
             self._persist[name] = self._record(info)
             try:

@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from minikafka.protocol.uuids import random_uuid
 from minikafka.metadata import records as r
 from minikafka.metadata.image import NO_LEADER, MetadataImage, PartitionInfo
 from minikafka.metadata.partition_change import effective_min_isr, elr_change
@@ -357,7 +358,7 @@ class Controller:
             except PlacementError as exc:
                 raise ControllerError(INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition "
                                       f"{replication_factor} time(s): {exc}") from None
-        topic_id = str(uuid.uuid4())
+        topic_id = str(random_uuid())
         if validate_only:
             return topic_id, plan
         self._emit(r.topic(name, topic_id, configs))

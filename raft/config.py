@@ -2,10 +2,10 @@
 controller.quorum.* keys, parsed by the broker's config, broker/config/core.py), and Kafka's cluster id format."""
 from __future__ import annotations
 
-import base64
 import re
-import uuid
 from dataclasses import dataclass
+
+from minikafka.protocol.uuids import random_uuid, uuid_text
 
 
 class QuorumConfigError(ValueError):
@@ -13,8 +13,9 @@ class QuorumConfigError(ValueError):
 
 
 def new_cluster_id() -> str:
-    """Kafka's Uuid.randomUuid().toString(): url-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Kafka's Uuid.randomUuid().toString(): url-safe base64 without padding (22 chars), never starting
+    with "-" (Kafka draws again so the id cannot be taken for a command-line option)."""
+    return uuid_text(random_uuid())
 
 
 @dataclass(frozen=True)

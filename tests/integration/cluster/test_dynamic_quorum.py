@@ -16,6 +16,7 @@ import pytest
 
 from minikafka.testing import MiniKafka, free_port, minikafka_command
 from minikafka.testing_cluster import FAST_FAILOVER
+from minikafka.raft.config import new_cluster_id
 
 pytestmark = [pytest.mark.minikafka_only]
 
@@ -54,6 +55,15 @@ def _status(lab, controller_port: int) -> dict[str, str]:
 
 def _voter_ids(status: dict[str, str]) -> list[int]:
     return sorted(int(i) for i in re.findall(r'"id": (\d+)', status["CurrentVoters"]))
+
+
+def _active_controller(controller_port: int) -> int:
+    from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+    from tests.support.helpers import RawClient
+    with RawClient(f"{HOST}:{controller_port}") as client:
+        resp = client.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2), 1,
+                              DescribeClusterResponse)
+    return resp.controller_id
 
 
 def _wait(predicate, timeout: float = 30.0, what: str = ""):
@@ -103,7 +113,7 @@ def dynamic(tmp_path):
     ports = {n: free_port() for n in (1, 2, 3)}
     controllers = {n: free_port() for n in (1, 2, 3)}
     bootstrap = f"{HOST}:{controllers[1]}"
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     configs = {n: _config(n, ports[n], controllers[n], bootstrap) for n in (1, 2, 3)}
     dirs = {n: tmp_path / f"node{n}" for n in (1, 2, 3)}
     res = _format(configs[1], dirs[1], "--cluster-id", cluster_id, "--standalone")
@@ -190,6 +200,9 @@ def test_grow_from_one_standalone_controller_to_three_then_shrink(dynamic):
 
     # kill -9 the leader: nodes 2 and 3 (a majority of the three voters) elect one of them and serve
     dynamic["nodes"][1].kill()
+    # the election first (raw DescribeCluster): the Java admin of the tool keeps asking the controller it was
+    # told of (the killed one) until its metadata is refreshed, which a tool started in that second may never see
+    _wait(lambda: _active_controller(c[2]) in (2, 3), timeout=30, what="an elected controller among 2 and 3")
     status = _wait(lambda: (s := _status(lab, c[2])) and int(s["LeaderId"]) in (2, 3) and s, timeout=60,
                    what="a new leader among 2 and 3")
     leader = int(status["LeaderId"])
@@ -239,8 +252,8 @@ def test_three_initial_controllers_formatted_with_directory_ids(tmp_path):
     lab = pytest.importorskip("scripts.apache_kafka")
     ports = {n: free_port() for n in (1, 2, 3)}
     controllers = {n: free_port() for n in (1, 2, 3)}
-    directories = {n: base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=") for n in (1, 2, 3)}
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    directories = {n: new_cluster_id() for n in (1, 2, 3)}  # never starts with "-", as Kafka's ids
+    cluster_id = new_cluster_id()
     bootstrap = ",".join(f"{HOST}:{controllers[n]}" for n in (1, 2, 3))
     initial = ",".join(f"{n}@{HOST}:{controllers[n]}:{directories[n]}" for n in (1, 2, 3))
     configs = {n: _config(n, ports[n], controllers[n], bootstrap) for n in (1, 2, 3)}
@@ -261,6 +274,8 @@ def test_three_initial_controllers_formatted_with_directory_ids(tmp_path):
         leader = int(status["LeaderId"])
         nodes[leader].kill()
         rest = [n for n in (1, 2, 3) if n != leader]
+        _wait(lambda: _active_controller(controllers[rest[0]]) in rest, timeout=30,
+              what="an elected controller among the other two")
         status = _wait(lambda: (s := _status(lab, controllers[rest[0]])) and int(s["LeaderId"]) in rest and s,
                        timeout=60, what="a new leader among the other two")
         new_leader = int(status["LeaderId"])
