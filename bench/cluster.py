@@ -10,11 +10,16 @@ replication factor 3 and min.insync.replicas=2, then
 - failover: a producer sends one record every 5 ms to partition 0; the partition leader is killed
   with SIGKILL; failover time = the longest pause between two acknowledgements from the kill on (the
   producer retries on its own); every acknowledged record is then read back (none may be lost);
+- replication cost: a 1-partition RF-3 topic takes --rep-mb MB of 1 KiB records (librdkafka defaults,
+  acks=all); the leader's and each follower's CPU seconds (utime + stime, all threads) per GB;
+- controller failover: the node that is the active controller (DescribeCluster) gets SIGKILL
+  (after the partition leader killed above is back); the time from the kill until a CreateTopics
+  is acknowledged;
 - total RSS of the three processes (idle after the runs).
 Both clusters run with the same fail-over timeouts (minikafka.testing_cluster.FAST_FAILOVER: broker
 session 3 s, heartbeat 0.5 s, quorum fetch timeout 1 s, replica lag 3 s), so the failover time compares
-the servers, not their defaults.
-Results go to stdout and, with --write, into BENCHMARKS.md's "Cluster (issue 16)" section.
+the servers, not their defaults. Kafka runs with its start scripts' heap (1 GB) and JVM options.
+Results go to stdout (BENCHMARKS.md's "Cluster" section quotes them).
 """
 from __future__ import annotations
 
@@ -142,6 +147,64 @@ def failover(bootstrap: str, kill) -> dict[str, float]:
             "lost": len(acked_values - seen), "failed": failed[0], "killed": leader}
 
 
+def replication_cost(bootstrap: str, pids: dict[int, int], mb: float) -> dict[str, float]:
+    """CPU s/GB of the leader and of the followers (mean of the two) of a 1-partition RF-3 topic."""
+    from bench.brokers import cpu_seconds
+    topic = f"bench-rep-{time.time_ns()}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while leader_of(bootstrap, topic, 0) < 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leader = leader_of(bootstrap, topic, 0)
+    payload = os.urandom(1024)
+    n = int(mb * 1e6 / 1024)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    p.produce(topic, payload)
+    p.flush(30)
+    before = {node: cpu_seconds(pid) for node, pid in pids.items()}
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.005)
+    if p.flush(120):
+        raise RuntimeError("replication round: records not acknowledged")
+    seconds = time.perf_counter() - t0
+    time.sleep(0.5)  # the followers' fetch of the last batch (acks=all: already there)
+    gb = n * 1024 / 1e9
+    cost = {node: (cpu_seconds(pid) - before[node]) / gb for node, pid in pids.items()}
+    followers = [c for node, c in cost.items() if node != leader]
+    return {"rep_mb_per_s": n * 1024 / 1e6 / seconds, "leader_cpu_s_per_gb": cost[leader],
+            "follower_cpu_s_per_gb": statistics.mean(followers)}
+
+
+def active_controller(bootstrap: str) -> int:
+    return AdminClient({"bootstrap.servers": bootstrap}).describe_cluster(request_timeout=10).result(15).controller.id
+
+
+def controller_failover(bootstrap: str, kill) -> dict[str, float]:
+    """Kill the active controller; seconds until a CreateTopics is acknowledged."""
+    controller = active_controller(bootstrap)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    killed_at = time.monotonic()
+    kill(controller)
+    k = 0
+    while time.monotonic() < killed_at + 60:
+        k += 1
+        topic = f"after-controller-kill-{k}"
+        try:
+            admin.create_topics([NewTopic(topic, 1, 2)], request_timeout=2.0,
+                                operation_timeout=2.0)[topic].result(3)
+            return {"controller_failover_s": time.monotonic() - killed_at, "controller_killed": controller}
+        except Exception:  # noqa: BLE001 - not yet: no controller, timed out, or the old one's address
+            time.sleep(0.05)
+    raise TimeoutError("no CreateTopics acknowledged within 60 s of the controller's kill")
+
+
 class MiniKafkaKind:
     name = "minikafka"
 
@@ -156,6 +219,13 @@ class MiniKafkaKind:
 
     def kill(self, n: int) -> None:
         self.cluster.kill(n)
+
+    def start_node(self, n: int) -> None:
+        self.cluster.start_node(n)
+        self.cluster.wait_ready(60)
+
+    def pids(self) -> dict[int, int]:
+        return {n: node.pid for n, node in self.cluster.nodes.items() if node.alive()}
 
     def rss_mb(self) -> float:
         from bench.common import rss_mb
@@ -173,8 +243,15 @@ class KafkaKind:
         t0 = time.monotonic()
         from minikafka.testing_cluster import FAST_FAILOVER
         # the same fail-over timeouts as MiniKafkaCluster's (Kafka has every one of these keys)
-        self.cluster = KafkaCluster(3, overrides={"min.insync.replicas": "2", "group.initial.rebalance.delay.ms": "0",
-                                                  **FAST_FAILOVER}).start()
+        from unittest import mock
+
+        from bench.brokers import KAFKA_HEAP, KAFKA_JVM_OPTS
+        from scripts import apache_kafka
+        self.cluster = KafkaCluster(3, heap=KAFKA_HEAP, overrides={
+            "min.insync.replicas": "2", "group.initial.rebalance.delay.ms": "0", **FAST_FAILOVER})
+        self._jvm = mock.patch.object(apache_kafka, "SERVER_JVM_OPTS", ["-Xmx", *KAFKA_JVM_OPTS])
+        self._jvm.start()  # the start scripts' options, for restarts too (stopped in __exit__)
+        self.cluster.start()
         self.ready_s = time.monotonic() - t0
         self.bootstrap = self.cluster.bootstrap
         return self
@@ -182,27 +259,40 @@ class KafkaKind:
     def kill(self, n: int) -> None:
         self.cluster.kill(n)
 
+    def start_node(self, n: int) -> None:
+        self.cluster.start_node(n)
+
+    def pids(self) -> dict[int, int]:
+        return {n: b.proc.pid for n, b in self.cluster.nodes.items() if b.alive()}
+
     def rss_mb(self) -> float:
         return self.cluster.rss_bytes() / 2**20
 
     def __exit__(self, *exc):
-        self.cluster.stop()
-        self.cluster.cleanup()
+        try:
+            self.cluster.stop()
+            self.cluster.cleanup()
+        finally:
+            self._jvm.stop()
 
 
-def run_kind(kind, records: int, warm_rounds: int) -> dict[str, float]:
+def run_kind(kind, records: int, warm_rounds: int, rep_mb: float) -> dict[str, float]:
     with kind as k:
         create_topic(k.bootstrap)
         cold = produce_round(k.bootstrap, records)
         warm = [produce_round(k.bootstrap, records) for _ in range(warm_rounds)]
+        rep = replication_cost(k.bootstrap, k.pids(), rep_mb)
         rss = k.rss_mb()
         fo = failover(k.bootstrap, k.kill)
+        k.start_node(fo["killed"])
+        time.sleep(5)  # it rejoins the quorum and the ISRs
+        cfo = controller_failover(k.bootstrap, k.kill)
         row = {"ready_s": k.ready_s, "cold_records_per_s": cold["records_per_s"], "cold_p99_ms": cold["p99_ms"],
                "warm_records_per_s": statistics.median(w["records_per_s"] for w in warm) if warm else float("nan"),
                "warm_p50_ms": statistics.median(w["p50_ms"] for w in warm) if warm else float("nan"),
                "warm_p99_ms": statistics.median(w["p99_ms"] for w in warm) if warm else float("nan"),
                "produce_errors": cold["errors"] + sum(w["errors"] for w in warm),
-               "rss_mb_total": rss, **fo}
+               "rss_mb_total": rss, **fo, **rep, **cfo}
     return row
 
 
@@ -211,12 +301,13 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=50_000)
     ap.add_argument("--warm-rounds", type=int, default=3)
     ap.add_argument("--kinds", default="minikafka,kafka")
+    ap.add_argument("--rep-mb", type=float, default=200, help="MB for the replication-cost round")
     args = ap.parse_args()
     kinds = {"minikafka": MiniKafkaKind, "kafka": KafkaKind}
     print(f"# machine: {os.cpu_count()} cores; records={args.records} x 100 B, 3 partitions, RF 3, "
           f"min.insync.replicas=2, acks=all, idempotent confluent-kafka producer")
     for name in args.kinds.split(","):
-        row = run_kind(kinds[name](), args.records, args.warm_rounds)
+        row = run_kind(kinds[name](), args.records, args.warm_rounds, args.rep_mb)
         print(name, " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
               flush=True)
 
