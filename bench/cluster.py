@@ -183,19 +183,29 @@ def replication_cost(bootstrap: str, pids: dict[int, int], mb: float) -> dict[st
 
 
 def active_controller(bootstrap: str) -> int:
-    return AdminClient({"bootstrap.servers": bootstrap}).describe_cluster(request_timeout=10).result(15).controller.id
+    """The quorum leader (kafka-metadata-quorum describe --status through a broker): Metadata and
+    DescribeCluster name a random alive broker as "controller" on KRaft clusters, not the active one."""
+    from scripts.apache_kafka import run_tool
+    res = run_tool("kafka-metadata-quorum", ["--bootstrap-server", bootstrap.split(",")[0], "describe", "--status"],
+                   timeout=90)
+    for line in res.stdout.splitlines():
+        if line.startswith("LeaderId:"):
+            return int(line.split(":", 1)[1])
+    raise RuntimeError(f"no LeaderId from kafka-metadata-quorum: {res.stdout[-500:]} {res.stderr[-500:]}")
 
 
 def controller_failover(bootstrap: str, kill) -> dict[str, float]:
-    """Kill the active controller; seconds until a CreateTopics is acknowledged."""
+    """Kill the active controller; seconds until a CreateTopics is acknowledged. A fresh admin client
+    per attempt: one that cached the killed node as its "controller" would measure its own metadata
+    refresh, not the cluster."""
     controller = active_controller(bootstrap)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     killed_at = time.monotonic()
     kill(controller)
     k = 0
     while time.monotonic() < killed_at + 60:
         k += 1
         topic = f"after-controller-kill-{k}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         try:
             admin.create_topics([NewTopic(topic, 1, 2)], request_timeout=2.0,
                                 operation_timeout=2.0)[topic].result(3)

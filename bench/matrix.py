@@ -353,7 +353,18 @@ def main() -> None:
     cold_runs = cold(all_cells, args.mb) if args.mode in ("cold", "all") else None
     command = "python -m bench.matrix " + " ".join(sys.argv[1:])
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "matrix.json").write_text(json.dumps({"warm": warm_runs, "cold": cold_runs}, indent=1))
+    saved = RESULTS / "matrix.json"
+    commands = [command]
+    if args.mode != "all" and saved.exists() and not args.quick:  # a partial run keeps the other mode's figures
+        before = json.loads(saved.read_text())
+        if before.get("cells") == [c.name for c in all_cells]:
+            warm_runs = warm_runs if warm_runs is not None else before.get("warm")
+            cold_runs = cold_runs if cold_runs is not None else before.get("cold")
+            commands = [*before.get("commands", [])[-1:], command]
+    if not args.quick:
+        saved.write_text(json.dumps({"cells": [c.name for c in all_cells], "commands": commands,
+                                     "warm": warm_runs, "cold": cold_runs}, indent=1))
+    command = "; ".join(dict.fromkeys(commands))
     body = "\n".join([setup_block(command, started, load_before), "",
                       f"{args.mb:.0f} MB per cell (at most {MAX_RECORDS:,} records); warm: medians of "
                       f"{args.rounds} rounds after a discarded one; cold: one run on fresh brokers per cell.", "",

@@ -33,12 +33,13 @@ NOT_SERVING = ("<frozen importlib._bootstrap", "broker/warmup.py")
 class ProfiledMinikafka:
     """minikafka started by `py-spy record` (as its child, so no ptrace permission is needed)."""
 
-    def __init__(self, work: Path, raw: Path, rate: int) -> None:
+    def __init__(self, work: Path, raw: Path, rate: int, native: bool = False) -> None:
         self.port = free_port()
         data = work / "data"
         data.mkdir(parents=True)
         self.spy = subprocess.Popen(
-            [str(Path(sys.executable).with_name("py-spy")), "record", "-r", str(rate), "-f", "raw", "-o", str(raw), "--nonblocking",
+            [str(Path(sys.executable).with_name("py-spy")), "record", "-r", str(rate), "-f", "raw", "-o", str(raw),
+             *(["--native"] if native else ["--nonblocking"]),
              "--", sys.executable, "-m", "minikafka.broker.cli.main", "serve", "--log-level", "warning",
              "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--override", f"log.dirs={data}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -89,13 +90,14 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=250, help="samples per second")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--raw", help="keep py-spy's raw (collapsed stacks) output here")
+    ap.add_argument("--native", action="store_true", help="C frames too (uvloop, the kernel entry points)")
     args = ap.parse_args()
     matching = [c for c in cells(["librdkafka", "java"]) if c.name == args.cell]
     if not matching:
         sys.exit(f"no cell {args.cell!r}; cells: {', '.join(c.name for c in cells(['librdkafka', 'java']))}")
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         raw = Path(args.raw) if args.raw else Path(tmp) / "raw.txt"
-        broker = ProfiledMinikafka(Path(tmp), raw, args.rate)
+        broker = ProfiledMinikafka(Path(tmp), raw, args.rate, args.native)
         try:
             print(run_cell(matching[0], broker, args.mb), flush=True)
         finally:
