@@ -34,12 +34,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from .brokers import BrokerProc, cpu_seconds
 from .report import ROOT, fmt, load_average, replace_section, setup_block
-from .workloads import create_topic, p99
+from .workloads import create_topic, transactions
 
 RESULTS = ROOT / "bench" / "results"
 CLIENTS = ("librdkafka", "java")
@@ -183,34 +183,12 @@ def consume(cell: Cell, bs: str, topic: str, records: int, timeout: float) -> fl
         c.close()
 
 
-def transactions(cell: Cell, bs: str, topic: str, count: int) -> tuple[float, float]:
-    """(transactions/s, commit p99 ms) of `count` transactions after 3 warm-up ones."""
-    config: dict[str, object] = {"bootstrap.servers": bs, "transactional.id": f"matrix-{time.time_ns()}"}
-    if cell.linger_ms is not None:
-        config["linger.ms"] = cell.linger_ms
-    p = Producer(config)
-    p.init_transactions(30)
-    commits: list[float] = []
-    t0 = 0.0
-    for k in range(count + 3):
-        if k == 3:
-            t0 = time.perf_counter()
-        p.begin_transaction()
-        for i in range(10):
-            p.produce(topic, b"x" * 100, partition=i % 3)
-        c0 = time.perf_counter()
-        p.commit_transaction(30)
-        if k >= 3:
-            commits.append(time.perf_counter() - c0)
-    return count / (time.perf_counter() - t0), p99(commits) * 1000
-
-
 def run_cell(cell: Cell, b: BrokerProc, mb: float) -> Result:
     bs = b.bootstrap
     topic = f"m-{time.time_ns()}"
     if cell.transactions:
         create_topic(bs, topic, 3)
-        tps, commit = transactions(cell, bs, topic, 300)
+        tps, commit = transactions(bs, topic, 300, cell.linger_ms)
         _delete(bs, topic)
         return {"txn/s": tps, "commit p99": commit}
     records = min(MAX_RECORDS, int(mb * 1e6 / cell.record))

@@ -223,10 +223,13 @@ def e2e_p99_ms(bs: str, topic: str, seconds: float = 5.0, mbps: float = 10.0) ->
     return p99(latencies) * 1000
 
 
-def transactions(bs: str, topic: str, count: int = 300) -> tuple[float, float]:
+def transactions(bs: str, topic: str, count: int = 300, linger_ms: int | None = 0) -> tuple[float, float]:
     """(transactions/s, commit p99 ms): 10 records of 100 B over 3 partitions per transaction,
-    after 3 warm-up transactions."""
-    p = Producer({"bootstrap.servers": bs, "transactional.id": f"bench-{time.time_ns()}", "linger.ms": 0})
+    after 3 warm-up transactions; linger_ms None: librdkafka's default."""
+    config: dict[str, object] = {"bootstrap.servers": bs, "transactional.id": f"bench-{time.time_ns()}"}
+    if linger_ms is not None:
+        config["linger.ms"] = linger_ms
+    p = Producer(config)
     p.init_transactions(30)
     commits: list[float] = []
     t0 = 0.0
