@@ -7,8 +7,13 @@ Invariants (checked by `sanity_check`, restored by a segment rebuild when they f
 - TimeIndex: 12-byte entries (int64 timestamp, int32 relative offset), timestamps strictly
   increasing, offsets non-decreasing; an entry (t, o) means "the largest timestamp among records with
   offset <= o is t" and o is the last offset of the batch holding t.
-Entries live in `array`s in memory; appends are single `os.write`s on an O_APPEND fd. Appends only
-add entries, so a reader thread can bisect concurrently (each array access holds the GIL).
+Entries live in `array`s in memory, which answer every lookup; the file is their prefix. Appended
+entries are held back and written together (`write_unwritten`, one `os.write` on an O_APPEND fd, which
+the segment calls every UNWRITTEN_MAX entries, on roll, flush, truncation and close), so an append
+costs no system call. A crash loses at most the entries held back: the file is then a shorter sparse
+index, which is still valid (a lookup lands on an earlier batch and walks from there), and loading
+walks batch headers from its last entry to the end of the segment. Appends only add entries, so a
+reader thread can bisect concurrently (each array access holds the GIL).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+UNWRITTEN_MAX = 64  # entries an index holds back before the segment writes them
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _LITTLE = sys.byteorder == "little"
@@ -46,27 +52,46 @@ class _IndexFile:
         self.existed = self.path.exists()
         self._fd = _open_append(self.path)
         self._file_size = os.fstat(self._fd).st_size
+        self._unwritten = bytearray()  # appended entries not in the file yet (write_unwritten)
 
-    def _write_entry(self, data: bytes) -> None:
+    @property
+    def unwritten(self) -> int:
+        """Entries in memory that the file does not hold yet."""
+        return len(self._unwritten) // self.entry_size
+
+    def write_unwritten(self) -> None:
+        """Append the entries held back with one write; on failure they stay held back (OSError)."""
+        data = self._unwritten
+        if not data:
+            return
         written = os.write(self._fd, data)
         if written != len(data):  # regular files only short-write on error; keep whole entries
             os.ftruncate(self._fd, self._file_size)
             raise OSError(f"short write to {self.path}")
         self._file_size += written
+        self._unwritten = bytearray()
 
     def _truncate_entries(self, entries: int) -> None:
+        if entries:
+            self.write_unwritten()
+        self._unwritten = bytearray()
         self._file_size = entries * self.entry_size
         os.ftruncate(self._fd, self._file_size)
 
     def flush(self) -> None:
+        self.write_unwritten()
         os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                self.write_unwritten()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
     def delete(self) -> None:
+        self._unwritten = bytearray()
         self.close()
         self.path.unlink(missing_ok=True)
 
@@ -132,7 +157,7 @@ class OffsetIndex(_IndexFile):
         rel = offset - self.base_offset
         if self._rel and (rel <= self._rel[-1] or position <= self._pos[-1]):
             raise ValueError(f"index entry {offset}@{position} not after {self.last_offset}@{self._pos[-1]}")
-        self._write_entry(_OFFSET_ENTRY.pack(rel, position))
+        self._unwritten += _OFFSET_ENTRY.pack(rel, position)
         self._rel.append(rel)
         self._pos.append(position)
 
@@ -190,13 +215,13 @@ class TimeIndex(_IndexFile):
         return None
 
     def maybe_append(self, timestamp: int, offset: int) -> bool:
-        """Append (timestamp, offset) if timestamp is larger than the last entry's; True if written."""
+        """Append (timestamp, offset) if timestamp is larger than the last entry's; True if appended."""
         if self._ts and timestamp <= self._ts[-1]:
             return False
         rel = offset - self.base_offset
         if self._rel and rel < self._rel[-1]:
             raise ValueError(f"time index offset {offset} before {self.last_entry[1]}")
-        self._write_entry(_TIME_ENTRY.pack(timestamp, rel))
+        self._unwritten += _TIME_ENTRY.pack(timestamp, rel)
         self._ts.append(timestamp)
         self._rel.append(rel)
         return True

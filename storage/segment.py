@@ -20,7 +20,7 @@ from typing import Callable, Iterator, NamedTuple
 from minikafka.protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header, peek_size
 from minikafka.storage.batch_io import iter_file_headers, scan_valid_batches
 from minikafka.storage.errors import KafkaStorageError
-from minikafka.storage.index import OffsetIndex, TimeIndex
+from minikafka.storage.index import UNWRITTEN_MAX, OffsetIndex, TimeIndex
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -144,6 +144,7 @@ class LogSegment:
         self._bytes_since_index = since
         if max_off >= 0:
             self.time_index.maybe_append(max_ts, max_off)
+        self.write_index_entries()
         self._load_rolling_timestamp()
         return file_size - valid
 
@@ -191,13 +192,22 @@ class LogSegment:
                 self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
         self.size = start + size  # publish: readers may now see these bytes
         self.next_offset = batches[-1].last_offset + 1
+        for b in batches:
+            if self._bytes_since_index > self.index_interval_bytes:
+                self.offset_index.append(b.last_offset, start + b.position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index = 0
+            self._bytes_since_index += b.size
+        if self.offset_index.unwritten >= UNWRITTEN_MAX:
+            self.write_index_entries()
+
+    def write_index_entries(self) -> None:
+        """Write the index entries held back (storage/index.py): the time index first, so that on disk it
+        never lags behind the offset index (loading takes the max timestamp from the time index and
+        walks batches only after the offset index's last entry)."""
         try:
-            for b in batches:
-                if self._bytes_since_index > self.index_interval_bytes:
-                    self.offset_index.append(b.last_offset, start + b.position)
-                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                    self._bytes_since_index = 0
-                self._bytes_since_index += b.size
+            self.time_index.write_unwritten()
+            self.offset_index.write_unwritten()
         except OSError as exc:
             raise KafkaStorageError(f"index append for {self.log_path} failed: {exc}") from exc
 
@@ -239,6 +249,7 @@ class LogSegment:
         """Kafka appends the segment's max timestamp to the time index when it is rolled or closed."""
         if self.offset_of_max_timestamp >= 0 and not self.deleted:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.write_index_entries()
 
     # ---------------------------------------------------------------- reading (thread-safe)
 
@@ -377,6 +388,7 @@ class LogSegment:
         if self.deleted:
             return
         os.fsync(self._fd)
+        self.write_index_entries()
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()

@@ -9,6 +9,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from tests.support.storage_helpers import build_batch, read_all, record_offsets, split_batches, verify_segment_files
 from minikafka.protocol import record_batch as rb
+from minikafka.storage.index import UNWRITTEN_MAX
 from minikafka.storage import (
     CorruptRecordError,
     InvalidRecordError,
@@ -87,8 +88,10 @@ def test_index_entries_follow_kafka_semantics(open_log):
     for i in range(40):
         plog.append(build_batch(2, ts=10_000 + 7 * i, value_size=80))
     seg = plog.segments[0]
-    index_bytes = seg.offset_index.path.read_bytes()
     entries = seg.offset_index.entries()
+    assert seg.offset_index.path.read_bytes() == b""  # held back until UNWRITTEN_MAX entries or a flush
+    seg.write_index_entries()
+    index_bytes = seg.offset_index.path.read_bytes()
     assert len(index_bytes) == 8 * len(entries) and len(entries) > 5
     assert len(seg.time_index.path.read_bytes()) == 12 * len(seg.time_index)
     verify_segment_files(plog.dir)
@@ -104,6 +107,30 @@ def test_index_entries_follow_kafka_semantics(open_log):
     assert seg.offset_index.lookup(entries[3][0]) == entries[3][1]
     assert seg.offset_index.lookup(entries[3][0] - 1) == entries[2][1]
     assert seg.offset_index.lookup(0) == 0
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_index_entries_held_back_at_a_crash_are_walked_past_on_open(open_log, clean):
+    """kill -9 shape: the index files hold only the entries written every UNWRITTEN_MAX; the log reopened
+    without a close finds every offset, timestamp and the end, and goes on indexing. Unclean, the active
+    segment is rebuilt; "clean" (the worst case: a short index taken as it is) walks past the last entry."""
+    plog = open_log(index_interval_bytes=100)
+    for i in range(UNWRITTEN_MAX + 30):
+        plog.append(build_batch(2, ts=10_000 + i, value_size=80))
+    seg = plog.segments[0]
+    on_disk = len(seg.offset_index.path.read_bytes()) // 8
+    assert 0 < on_disk < len(seg.offset_index) and seg.offset_index.unwritten > 0
+    reopened = open_log(clean=clean, index_interval_bytes=100)  # the first one is never closed
+    assert reopened.log_end_offset == plog.log_end_offset
+    rseg = reopened.segments[0]
+    assert len(rseg.offset_index) == (on_disk if clean else len(seg.offset_index))
+    assert rseg.max_timestamp == seg.max_timestamp
+    for offset in range(reopened.log_end_offset):
+        header = rb.parse_header(rseg.read(rseg.find_position(offset), rb.HEADER_SIZE))
+        assert header.base_offset <= offset <= header.last_offset
+    reopened.append(build_batch(2, ts=20_000, value_size=80))
+    reopened.close()
+    verify_segment_files(reopened.dir)
 
 
 def test_segment_ms_roll_uses_first_batch_timestamp(open_log):
