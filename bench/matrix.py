@@ -14,7 +14,11 @@ broker's CPU seconds (utime + stime, all threads) per GB are taken around each p
 cells (librdkafka, 10 records of 100 B over 3 partitions, default linger and linger 0) close it.
 
 warm: both brokers run for the whole matrix; one warm-up pass over every cell is discarded, then
---rounds passes alternate the brokers cell by cell; medians. cold: both brokers are started afresh for
+--rounds passes alternate the brokers cell by cell; medians. The broker not under test runs at nice 19
+during the other's cell (bench.brokers.backgrounded): a warm JVM goes on with GC and JIT work for
+seconds after its own cell, which would otherwise land on the other broker's figures. Each producer
+phase also samples the clients' and the broker's cores in its steady middle part (CpuSampler), so a
+table says how much of the machine the client itself takes. cold: both brokers are started afresh for
 every cell, which runs once (Kafka's JIT has seen nothing of that shape yet), as in a CI job.
 """
 from __future__ import annotations
@@ -29,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,7 +42,7 @@ from typing import Callable
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from .brokers import BrokerProc, cpu_seconds
+from .brokers import BrokerProc, backgrounded, cpu_seconds
 from .report import ROOT, fmt, load_average, replace_section, setup_block
 from .workloads import create_topic, transactions
 
@@ -49,6 +54,7 @@ JAVA_CLIENT_JVM = ["-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=
                    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
                    "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
 MAX_RECORDS = 1_000_000
+CORES = os.cpu_count() or 1
 Result = dict[str, float | None]
 
 
@@ -131,12 +137,48 @@ def _parse_producer(cell: Cell, out: str) -> tuple[float, float, float]:
     return r["records"] / r["seconds"], r["p50_ms"], r["p99_ms"]
 
 
-def produce(cell: Cell, bs: str, topic: str, records: int, timeout: float) -> tuple[float, float, float]:
-    """All producers at once; (MB/s summed over the producers' own timed windows, worst p50, worst p99)."""
+class CpuSampler:
+    """Samples the CPU seconds of the producer processes and of the broker while they run, so that the
+    steady state (the middle of the run: no JVM start, JIT warm-up or final drain) can be told apart."""
+
+    def __init__(self, clients: list[subprocess.Popen], broker_pid: int) -> None:
+        self.samples: list[tuple[float, float, float]] = []  # (time, clients' CPU s, broker CPU s)
+        self._clients, self._broker = clients, broker_pid
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self.samples.append((time.monotonic(), sum(cpu_seconds(p.pid) for p in self._clients),
+                                     cpu_seconds(self._broker)))
+            except (OSError, IndexError, ValueError):  # a producer exited: the run is ending
+                return
+
+    def steady_cores(self) -> tuple[float, float] | None:
+        """(clients' cores, broker's cores) from 40% to 90% of the sampled time, or None if too short."""
+        self._stop.set()
+        self._thread.join()
+        if len(self.samples) < 10:
+            return None
+        t0, t1 = self.samples[0][0], self.samples[-1][0]
+        a = next(s for s in self.samples if s[0] >= t0 + 0.4 * (t1 - t0))
+        b = [s for s in self.samples if s[0] <= t0 + 0.9 * (t1 - t0)][-1]
+        if b[0] - a[0] < 0.3:
+            return None
+        return (b[1] - a[1]) / (b[0] - a[0]), (b[2] - a[2]) / (b[0] - a[0])
+
+
+def produce(cell: Cell, bs: str, topic: str, records: int, timeout: float, broker_pid: int
+            ) -> tuple[float, float, float, tuple[float, float] | None]:
+    """All producers at once; (MB/s summed over the producers' own timed windows, worst p50, worst p99,
+    steady-state (clients' cores, broker's cores) or None)."""
     per = records // cell.producers
     procs = [subprocess.Popen(_producer_cmd(cell, bs, topic, per), cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
              for _ in range(cell.producers)]
+    sampler = CpuSampler(procs, broker_pid)
     rates, p50s, p99s = [], [], []
     try:
         for proc in procs:
@@ -148,11 +190,12 @@ def produce(cell: Cell, bs: str, topic: str, records: int, timeout: float) -> tu
             p50s.append(p50)
             p99s.append(p99_ms)
     finally:
+        cores = sampler.steady_cores()
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    return sum(rates) * cell.record / 1e6, max(p50s), max(p99s)
+    return sum(rates) * cell.record / 1e6, max(p50s), max(p99s), cores
 
 
 def consume(cell: Cell, bs: str, topic: str, records: int, timeout: float) -> float:
@@ -197,9 +240,12 @@ def run_cell(cell: Cell, b: BrokerProc, mb: float) -> Result:
     timeout = 120 + mb  # gives up below ~1 MB/s
     create_topic(bs, topic, cell.partitions)
     c0 = cpu_seconds(b.pid)
-    mbps, p50, p99_ms = produce(cell, bs, topic, records, timeout)
+    mbps, p50, p99_ms, cores = produce(cell, bs, topic, records, timeout, b.pid)
     c1 = cpu_seconds(b.pid)
     out: Result = {"produce": mbps, "p50": p50, "p99": p99_ms, "cpu produce": (c1 - c0) / gb}
+    if cores is not None:  # steady state: the clients' and the broker's cores (the rate is the producers')
+        out["client cores"], out["broker cores"] = cores
+        out["cpu client"] = cores[0] / (mbps / 1000)
     out["consume"] = consume(cell, bs, topic, records, timeout)
     out["cpu consume"] = (cpu_seconds(b.pid) - c1) / gb
     _delete(bs, topic)
@@ -236,7 +282,10 @@ def warm(all_cells: list[Cell], rounds: int, mb: float) -> dict[str, dict[str, l
         for r in range(rounds + 1):
             for cell in all_cells:
                 for kind in (("minikafka", "kafka") if r % 2 == 0 else ("kafka", "minikafka")):
-                    res = _guarded(f"warm round {r} {kind} {cell.name}", lambda: run_cell(cell, brokers[kind], mb))
+                    with backgrounded([b for k, b in brokers.items() if k != kind]) as idle_cpu:
+                        res = _guarded(f"warm round {r} {kind} {cell.name}", lambda: run_cell(cell, brokers[kind], mb))
+                    if res is not None:
+                        res["idle broker cpu"] = sum(idle_cpu.values())
                     print(f"warm {'warm-up' if r == 0 else r} {kind:9} {cell.name}: {res}", flush=True)
                     if r > 0 and res is not None:
                         runs[cell.name][kind].append(res)
@@ -287,10 +336,13 @@ def tables(all_cells: list[Cell], warm_runs: dict | None, cold_runs: dict | None
            "CPU s/GB produce minikafka | Kafka | CPU s/GB consume minikafka | Kafka |", "| --- |" + " ---: |" * 9]
     txn = ["| cell | txn/s minikafka | Kafka warm | ratio | Kafka cold | ratio | commit p99 ms minikafka | "
            "Kafka warm | ratio |", "| --- |" + " ---: |" * 8]
+    client = ["| cell | client cores minikafka | broker cores minikafka | client cores Kafka | broker cores Kafka | "
+              "client CPU s/GB minikafka | Kafka | ceiling MB/s | ceiling ÷ Kafka warm |", "| --- |" + " ---: |" * 8]
     main = warm_runs or cold_runs
     for cell in all_cells:
         mk = {k: med(main, cell, "minikafka", k) for k in ("produce", "consume", "p50", "p99", "cpu produce",
-                                                           "cpu consume", "txn/s", "commit p99")}
+                                                           "cpu consume", "txn/s", "commit p99", "client cores",
+                                                           "broker cores", "cpu client")}
         kw = {k: med(warm_runs, cell, "kafka", k) for k in mk}
         kc = {k: med(cold_runs, cell, "kafka", k) for k in mk}
         mkc = {k: med(cold_runs, cell, "minikafka", k) for k in mk}
@@ -307,7 +359,13 @@ def tables(all_cells: list[Cell], warm_runs: dict | None, cold_runs: dict | None
         lat.append(f"| {cell.name} | {fmt(mk['p50'])} | {fmt(kw['p50'])} | {fmt(mk['p99'])} | {fmt(kw['p99'])} | "
                    f"{_ratio(mk['p99'], kw['p99'], False)} | {fmt(mk['cpu produce'])} | {fmt(kw['cpu produce'])} | "
                    f"{fmt(mk['cpu consume'])} | {fmt(kw['cpu consume'])} |")
-    return "\n".join(lines) + "\n\n" + "\n".join(lat) + "\n\n" + "\n".join(txn)
+        per_gb = [v for v in (mk["cpu client"], kw["cpu client"]) if v]
+        ceiling = CORES / min(per_gb) * 1000 if per_gb else None  # MB/s with a broker that cost nothing
+        client.append(f"| {cell.name} | {fmt(mk['client cores'])} | {fmt(mk['broker cores'])} | "
+                      f"{fmt(kw['client cores'])} | {fmt(kw['broker cores'])} | {fmt(mk['cpu client'])} | "
+                      f"{fmt(kw['cpu client'])} | {fmt(ceiling)} | {_ratio(ceiling, kw['produce'])} |")
+    return ("\n".join(lines) + "\n\n" + "\n".join(lat) + "\n\n" + "\n".join(txn) + "\n\n"
+            + "\n".join(client))
 
 
 def main() -> None:
