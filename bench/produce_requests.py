@@ -7,7 +7,8 @@ pre-encoded bytes, so the client costs next to nothing and the broker's own cost
 Each request carries one idempotent batch (1 KiB records, `--batch-kib` per batch) per partition,
 acks=all, as the Java producer's defaults send them (batch.size 16 KiB, max 5 requests in flight on
 one connection); sequence numbers follow on, CRCs are right, so the broker does all its checks. Both
-brokers run for the whole run (warm), one discarded round each, then rounds alternating the brokers.
+brokers run for the whole run (warm), one discarded round each, then rounds alternating the brokers;
+the broker not under test runs at nice 19 meanwhile (bench.brokers.backgrounded).
 Prints MB/s, broker CPU s/GB and CPU µs per request; `--out` updates section `requests` of
 BENCHMARKS.md. The client is one Python process that only writes bytes and reads answers.
 """
@@ -136,8 +137,6 @@ def main() -> None:
     ap.add_argument("--batch-kib", type=int, default=16)
     ap.add_argument("--inflight", type=int, default=5)
     ap.add_argument("--brokers", default="minikafka,kafka")
-    ap.add_argument("--nice-idle", action="store_true",
-                    help="the other broker at nice 19 during a round (its background work yields to the test)")
     ap.add_argument("--out", help="Markdown file whose section `requests` to update (e.g. BENCHMARKS.md)")
     args = ap.parse_args()
     kinds = args.brokers.split(",")
@@ -152,12 +151,10 @@ def main() -> None:
         for r in range(args.rounds + 1):
             for kind in (kinds if r % 2 == 0 else kinds[::-1]):
                 others = [b for k, b in brokers.items() if k != kind]
-                with backgrounded(others if args.nice_idle else []) as idle_cpu:
+                with backgrounded(others) as idle_cpu:  # a warm JVM's after-work yields to the test
                     res = run(brokers[kind].bootstrap, brokers[kind].pid, args.requests, args.partitions,
                               args.batch_kib, args.inflight)
-                if not args.nice_idle:
-                    idle_cpu.update({b.kind: 0.0 for b in others})
-                print(f"  idle broker CPU meanwhile: {idle_cpu}")
+                res["idle broker CPU s"] = sum(idle_cpu.values())
                 print(f"{'warm-up' if r == 0 else f'round {r}'} {kind:9} " +
                       ", ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
                 if r:
