@@ -18,7 +18,6 @@ import argparse
 import datetime
 import os
 import shutil
-import socket
 import statistics
 import struct
 import sys
@@ -31,6 +30,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from .brokers import BrokerProc, backgrounded, cpu_seconds
+from .canary import Conn
 from .report import ROOT, fmt, load_average, replace_section, setup_block
 from .workloads import create_topic
 
@@ -41,35 +41,21 @@ RETRIABLE = (14, 15, 51)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILA
 _SEQ_OFFSET, _CRC_OFFSET, _ATTRIBUTES_OFFSET = 53, 17, 21
 
 
-class Connection:
-    """One blocking socket speaking framed Kafka requests encoded by kafka-python."""
+class Connection(Conn):
+    """bench.canary's blocking connection, with requests encoded ahead and answers read in order."""
 
     def __init__(self, bootstrap: str) -> None:
         host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=60)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.correlation_id = 0
+        super().__init__(host, int(port), timeout=60)
 
     def frame(self, req, version: int) -> bytes:
-        self.correlation_id += 1
-        req.with_header(correlation_id=self.correlation_id, client_id="bench-requests")
+        self.cid += 1
+        req.with_header(correlation_id=self.cid, client_id="bench-requests")
         return bytes(req.encode(version=version, header=True, framed=True))
 
     def recv_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._exactly(4))
-        return self._exactly(size)
-
-    def _exactly(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
+        (size,) = _SIZE.unpack(self._recv(4))
+        return self._recv(size)
 
 
 def _batch_template(producer_id: int, epoch: int, records: int) -> bytearray:
@@ -124,7 +110,7 @@ def run(bootstrap: str, broker_pid: int, requests: int, partitions: int, batch_k
             done += 1
         seconds, cpu = time.perf_counter() - t0, cpu_seconds(broker_pid) - c0
     finally:
-        conn.close()
+        conn.sock.close()
     gb = requests * partitions * len(template) / 1e9
     return {"MB/s": gb * 1000 / seconds, "cpu s/GB": cpu / gb, "us/request": cpu / requests * 1e6}
 
