@@ -476,8 +476,23 @@ class ClusterRuntime:
                     log.debug("cluster: controller request to node %d failed: %s", leader, exc)
             if time.monotonic() + backoff >= deadline:
                 raise ControllerUnavailableError(f"no active controller answered within the timeout")
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 0.5)
+            if await self._new_leader_within(backoff, leader):
+                backoff = 0.02  # a new quorum leader: asked at once, as Kafka's controller channel does
+            else:
+                backoff = min(backoff * 2, 0.5)
+
+    async def _new_leader_within(self, timeout_s: float, leader: int | None) -> bool:
+        """Wait up to `timeout_s`; True as soon as the quorum names a leader other than `leader` (so a
+        request is not left sleeping out its backoff while a new controller is already there)."""
+        end = time.monotonic() + timeout_s
+        while True:
+            current = self.driver.node.leader
+            if current is not None and current != leader:
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            await self.driver.wait_for_change(left)
 
 
 class ForwardedFor(NamedTuple):

@@ -58,3 +58,51 @@ def test_local_logs_exist_before_listeners_and_deletions_follow(tmp_path):
         assert calls[-1][1] == ["t"] and state.catalog.get("t") is None
         state.catalog.close()
     asyncio.run(run())
+
+
+def test_controller_request_asks_a_new_quorum_leader_without_sitting_out_its_backoff(tmp_path):
+    """A forwarded request whose controller died retries with a growing backoff (up to 0.5 s); once the
+    quorum names another leader it is asked at once, as Kafka's controller channel does on a leader change."""
+    from minikafka.protocol.peer_client import PeerError
+
+    async def run() -> None:
+        state, driver = fake_state(tmp_path), fake_driver()
+        changed = asyncio.Event()
+
+        async def wait_for_change(timeout_s: float) -> bool:
+            try:
+                await asyncio.wait_for(changed.wait(), timeout_s)
+                return True
+            except asyncio.TimeoutError:
+                return False
+        driver.wait_for_change = wait_for_change
+        driver.node.leader = 1
+        runtime = ClusterRuntime(state, driver)
+        loop = asyncio.get_running_loop()
+        asked: list[tuple[int, float]] = []
+
+        class Client:
+            def __init__(self, leader: int) -> None:
+                self.leader = leader
+
+            async def request(self, req, version, resp_cls):
+                asked.append((self.leader, loop.time()))
+                if self.leader == 1:
+                    raise PeerError("connection refused")
+                return SimpleNamespace(error_code=0)
+        runtime._client = lambda leader, channel: Client(leader)
+
+        async def elect() -> float:
+            await asyncio.sleep(1.2)  # the backoff has grown to its 0.5 s cap by now
+            driver.node.leader = 2
+            changed.set()
+            return loop.time()
+        election = asyncio.ensure_future(elect())
+        resp = await runtime.controller_request(object(), 0, object, timeout_s=10)
+        elected_at = await election
+        assert resp.error_code == 0
+        assert [n for n, _ in asked].count(2) == 1 and asked[-1][0] == 2
+        assert len([n for n, _ in asked if n == 1]) >= 5  # 0.02, 0.04, ... doubled while node 1 was dead
+        assert asked[-1][1] - elected_at < 0.25  # not after the rest of a 0.5 s backoff
+        state.catalog.close()
+    asyncio.run(run())
