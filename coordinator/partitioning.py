@@ -5,9 +5,12 @@ units with 32-bit signed overflow and `Utils.abs(Integer.MIN_VALUE)` is 0 (not a
 """
 from __future__ import annotations
 
+import functools
+
 _INT_MIN = -(2**31)
 
 
+@functools.lru_cache(maxsize=1 << 14)  # every transactional request asks again for the same few ids
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode: h = 31*h + c over UTF-16 code units, as a signed int32."""
     h = 0
