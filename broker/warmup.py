@@ -5,7 +5,8 @@ comes here:
 1. if `__consumer_offsets` / `__transaction_state` exist: their coordinators' modules, then their
    logs (opened in worker threads), then the coordinators are built on the event loop, which starts
    their loading (broker/state.py);
-2. every other handler module (and what it imports; on a quorum node the controller listeners' too);
+2. every other handler module (and what it imports; on a quorum node the controller listeners' too,
+   and the codecs of the election RPCs, raft/wire.py's `warm_codecs`);
 3. the remaining partition logs, opened a few at a time in a worker thread (broker/log_opening.py),
    unless `minikafka.log.open.background` is false.
 A request for an API or a partition not reached yet loads it itself (`registry.spec_for`, the log
@@ -60,6 +61,9 @@ async def warm_up(state: BrokerState) -> None:
         await open_logs(state.logs, [(topic, p) for p in range(info.partitions)])
         build()
     await import_in_thread(STORAGE_MODULES + tuple(handler_modules(quorum=state.quorum is not None)), busy)
+    if state.quorum is not None:  # an election's first Vote round would otherwise generate its codecs
+        from minikafka.raft.wire import warm_codecs
+        await asyncio.to_thread(warm_codecs)
     state.group_configs  # noqa: B018  (read now: an unreadable file of group overrides fails the start-up)
     log.info("handlers and coordinators loaded %.0f ms after start", (time.monotonic() - t0) * 1000)
     if state.config.get_bool("minikafka.log.open.background"):

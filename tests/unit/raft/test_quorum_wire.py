@@ -255,3 +255,13 @@ def test_a_peer_down_for_thousands_of_attempts_still_backs_off():
     for _ in range(5000):
         peer._fail()
     assert 0.0 < peer._backoff_left() <= 1.0
+
+
+def test_warm_codecs_generates_the_election_rpcs_request_decoders():
+    """broker/warmup.py runs this on quorum nodes so that an election's first Vote round does not
+    generate codecs; afterwards the broker's request decoders of the three election RPCs exist."""
+    from minikafka.protocol import codec
+    wire.warm_codecs()
+    for cls, version in ((m.VoteRequest, wire.VOTE_VERSION), (m.BeginQuorumEpochRequest, wire.BEGIN_VERSION),
+                         (m.EndQuorumEpochRequest, wire.END_VERSION)):
+        assert (cls, version) in codec._DECODERS
