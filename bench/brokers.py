@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 from unittest import mock
 
 from .common import free_port, rss_mb
@@ -187,3 +187,18 @@ def backgrounded(brokers: list[BrokerProc]) -> Iterator[dict[str, float]]:
             for tid in _threads(b.pid):
                 with contextlib.suppress(OSError):
                     os.setpriority(os.PRIO_PROCESS, tid, 0)
+
+
+def alternating_rounds(brokers: dict[str, BrokerProc], rounds: int
+                       ) -> Iterator[tuple[str, str, Callable[[], float]]]:
+    """A warm-up round then `rounds` measured ones, the brokers' order reversed every other round; the
+    body of each step runs with the other brokers backgrounded. Yields (label: "warm-up" or "round N",
+    kind, the others' CPU seconds since the step began)."""
+    kinds = list(brokers)
+    for r in range(rounds + 1):
+        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
+            others = [b for k, b in brokers.items() if k != kind]
+            before = sum(cpu_seconds(b.pid) for b in others)
+            with backgrounded(others):
+                yield ("warm-up" if r == 0 else f"round {r}"), kind, \
+                    lambda: sum(cpu_seconds(b.pid) for b in others) - before

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .brokers import BrokerProc, backgrounded, cpu_seconds
+from .brokers import BrokerProc, alternating_rounds, cpu_seconds
 from .matrix import JAVA_CLIENT_JVM
 from .workloads import create_topic
 
@@ -102,12 +102,9 @@ def main() -> None:
         for b in brokers.values():
             b.work_dir.mkdir(parents=True, exist_ok=True)
             b.start()
-        for r in range(args.rounds + 1):
-            for kind in (kinds if r % 2 == 0 else kinds[::-1]):
-                with backgrounded([b for k, b in brokers.items() if k != kind]):
-                    res = run(brokers[kind], args.records, args.warmup_records)
-                print(f"{'warm-up' if r == 0 else f'round {r}'} {kind:9} " +
-                      ", ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+        for label, kind, _idle in alternating_rounds(brokers, args.rounds):
+            res = run(brokers[kind], args.records, args.warmup_records)
+            print(f"{label} {kind:9} " + ", ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
     finally:
         for b in brokers.values():
             b.stop()

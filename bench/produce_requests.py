@@ -29,7 +29,7 @@ import crc32c
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from .brokers import BrokerProc, backgrounded, cpu_seconds
+from .brokers import BrokerProc, alternating_rounds, cpu_seconds
 from .canary import Conn
 from .report import ROOT, fmt, load_average, replace_section, setup_block
 from .workloads import create_topic
@@ -134,17 +134,14 @@ def main() -> None:
         for b in brokers.values():
             b.work_dir.mkdir(parents=True, exist_ok=True)
             b.start()
-        for r in range(args.rounds + 1):
-            for kind in (kinds if r % 2 == 0 else kinds[::-1]):
-                others = [b for k, b in brokers.items() if k != kind]
-                with backgrounded(others) as idle_cpu:  # a warm JVM's after-work yields to the test
-                    res = run(brokers[kind].bootstrap, brokers[kind].pid, args.requests, args.partitions,
-                              args.batch_kib, args.inflight)
-                res["idle broker CPU s"] = sum(idle_cpu.values())
-                print(f"{'warm-up' if r == 0 else f'round {r}'} {kind:9} " +
-                      ", ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
-                if r:
-                    results[kind].append(res)
+        # the other broker backgrounded: a warm JVM's after-work yields to the test
+        for label, kind, idle_cpu in alternating_rounds(brokers, args.rounds):
+            res = run(brokers[kind].bootstrap, brokers[kind].pid, args.requests, args.partitions,
+                      args.batch_kib, args.inflight)
+            res["idle broker CPU s"] = idle_cpu()
+            print(f"{label} {kind:9} " + ", ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+            if label != "warm-up":
+                results[kind].append(res)
     finally:
         for b in brokers.values():
             b.stop()
