@@ -9,6 +9,7 @@ touch none of it; the result (`Prepared`) says what the append will change, whic
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Callable, NamedTuple
 
 from minikafka.protocol.record_batch import (
@@ -23,7 +24,7 @@ from minikafka.protocol.record_batch import (
     peek_size,
     validate_batches,
 )
-from minikafka.protocol.record_validator import validate_client_batch
+from minikafka.protocol.record_validator import ValidationSettings, settings_for, validate_client_batch
 from minikafka.storage.errors import RecordBatchTooLargeError, RecordTooLargeError, UnexpectedAppendOffsetError
 from minikafka.storage.log_config import LogConfig
 from minikafka.storage.producer_state import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager
@@ -57,10 +58,27 @@ class Prepared(NamedTuple):
     epochs: list[tuple[int, int]] | None  # (leader epoch, start offset) newer than the epoch cache's latest
 
 
+class PartitionValidation:
+    """A partition's ValidationSettings: the topic's part is rebuilt only when the partition's config or
+    directory object changes (both are replaced, never mutated), not for every batch."""
+    __slots__ = ("_key", "_fields")
+
+    def __init__(self) -> None:
+        self._key: tuple[object, object] | None = None
+        self._fields: tuple = ()
+
+    def settings(self, cfg: LogConfig, directory: Path, now_ms: int) -> ValidationSettings:
+        key = self._key
+        if key is None or key[0] is not cfg or key[1] is not directory:
+            self._key = (cfg, directory)
+            self._fields = settings_for(cfg, directory.name, 0)[:-1]  # all but now_ms, the last field
+        return ValidationSettings(*self._fields, now_ms)
+
+
 def prepare_leader_append(records: bytes | bytearray | memoryview, cfg: LogConfig, *, next_offset: int,
                           latest_epoch: int, leader_epoch: int | None, producers_state: ProducerStateManager,
                           origin: AppendOrigin, validated: bool, transaction_version: int, now_ms: int,
-                          log_start_offset: int, validation_settings: Callable[[], object]
+                          log_start_offset: int, validation_settings: Callable[[int], object]
                           ) -> Prepared | AppendInfo:
     """Validate and assign offsets from `next_offset` (patching `records` if it is a writable view, else a
     copy); a duplicate of one of the producer's last batches -> its original AppendInfo. Client batches
@@ -68,12 +86,15 @@ def prepare_leader_append(records: bytes | bytearray | memoryview, cfg: LogConfi
     RecordTooLargeError (a batch over max.message.bytes, checked before content, as Kafka analyzes sizes
     first), RecordBatchTooLargeError (the payload over segment.bytes) and the validators' errors."""
     headers = validate_batches(records)
+    settings = None
     for pos, header in headers:
         if header.size > cfg.max_message_bytes:
             raise RecordTooLargeError(
                 f"batch of {header.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
         if origin is AppendOrigin.CLIENT and not validated:
-            validate_client_batch(memoryview(records)[pos:pos + header.size], header, validation_settings())
+            if settings is None:
+                settings = validation_settings(now_ms)
+            validate_client_batch(memoryview(records)[pos:pos + header.size], header, settings)
     if len(records) > cfg.segment_bytes:
         raise RecordBatchTooLargeError(f"{len(records)} bytes exceed segment.bytes {cfg.segment_bytes}")
     # a writable view (the request frame, see protocol/codec.py) is patched in place; else a copy

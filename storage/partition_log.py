@@ -32,11 +32,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from minikafka.protocol.record_validator import settings_for
 from minikafka.storage import log_loader, log_reads
 from minikafka.storage.append_preparation import (
     AppendInfo,
+    PartitionValidation,
     Prepared,
+    ValidationSettings,
     follower_parts,
     prepare_follower_append,
     prepare_leader_append,
@@ -72,6 +73,7 @@ class PartitionLog:
         self._log_fields = {"topic": self.topic, "partition": self.partition}  # fields of JSON log lines
         self._config = config
         self._clock = clock
+        self._validation = PartitionValidation()
         self.append_listeners: list[Callable[[], None]] = []
         self._graveyard: list[tuple[int, LogSegment]] = []
         self._unflushed: list[LogSegment] = []
@@ -116,9 +118,9 @@ class PartitionLog:
     def log_start_offset(self) -> int:
         return self._log_start_offset
 
-    def validation_settings(self):
-        """What record-level validation of a client batch needs from this partition, as of now."""
-        return settings_for(self._config, self.dir.name, self._now_ms())
+    def validation_settings(self, now_ms: int | None = None) -> ValidationSettings:
+        """What record-level validation of a client batch needs from this partition, as of `now_ms` (default now)."""
+        return self._validation.settings(self._config, self.dir, self._now_ms() if now_ms is None else now_ms)
 
     @property
     def log_end_offset(self) -> int:
@@ -243,8 +245,7 @@ class PartitionLog:
         whole payload exceeds segment.bytes, KafkaStorageError on I/O failure. `transaction_version`
         is that of the transaction the batches belong to: 2 makes a marker (WriteTxnMarkers v2,
         KIP-1228) need a producer epoch newer than the data's, and a transactional batch start at
-        sequence 0 where its producer has no batches yet.
-        """
+        sequence 0 where its producer has no batches yet."""
         self.drain_writes()
         prepared = self._prepare(records, leader_epoch, origin, validated, transaction_version)
         if isinstance(prepared, AppendInfo):
@@ -267,8 +268,7 @@ class PartitionLog:
         the owner thread's event loop once the bytes are written and published, in offset order. A
         duplicate of a batch still being written resolves when that one is published. Errors of
         validation raise here; a failed write fails this append and every later one still pending,
-        and rewinds the partition to what was published (its producer state reloaded).
-        """
+        and rewinds the partition to what was published (its producer state reloaded)."""
         loop = asyncio.get_running_loop()
         if self._rewinding:
             raise KafkaStorageError(f"{self.dir.name}: an earlier write failed")

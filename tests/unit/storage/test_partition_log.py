@@ -273,3 +273,26 @@ def test_a_full_offset_or_time_index_rolls_the_segment(open_log):
     for i in range(9):
         roomy.append(build_batch(1, value_size=10, ts=1_000 + i))
     assert len(roomy.segments) == 1
+
+
+def test_validation_follows_a_config_change_and_the_clock(open_log, clock):
+    """The partition's validation settings are built once per config, not per batch: a new config
+    (cleanup.policy, message.timestamp.*) applies to the next append, and the window moves with the clock."""
+    import dataclasses
+
+    from minikafka.protocol.record_validator import InvalidTimestampError
+
+    plog = open_log(message_timestamp_before_max_ms=60_000)
+    now = clock.now_ms
+    assert plog.append(build_batch(1, ts=now - 1_000))[:2] == (0, 0)
+    first = plog.validation_settings()
+    assert (first.topic_partition, first.compacted, first.now_ms) == ("t-0", False, now)
+    clock.advance(5_000)  # the same config: the same partition part, a new now
+    assert plog.validation_settings() == first._replace(now_ms=now + 5_000)
+    assert plog.validation_settings(now_ms=7) == first._replace(now_ms=7)
+    with pytest.raises(InvalidTimestampError):  # 65 s before now: outside the 60 s window
+        plog.append(build_batch(1, ts=now - 60_000))
+    plog.update_config(dataclasses.replace(plog.config, message_timestamp_before_max_ms=3_600_000,
+                                           cleanup_policy="compact"))
+    assert plog.append(build_batch(1, ts=now - 60_000))[:2] == (1, 1)
+    assert plog.validation_settings().compacted is True
