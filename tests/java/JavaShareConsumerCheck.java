@@ -46,9 +46,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   deadline=MS    stop at the latest after MS (default 60000)
  *
  * Modes:
- *   implicit2  two consumers (threads, implicit acknowledgement) in the group; once both are assigned
- *              (describeShareGroups), N=expect records v0..v(N-1) are produced; counts deliveries per
- *              record and consumer, then a third consumer checks nothing is left ("after").
+ *   implicit2  two consumers (threads, implicit acknowledgement) in the group; once the assignment has
+ *              settled (describeShareGroups: both members at the target assignment) and settle=MS (1500)
+ *              more have passed, N=expect records v0..v(N-1) are produced; counts deliveries per record
+ *              and consumer, then a third consumer checks nothing is left ("after").
  *   explicit   explicit acknowledgement of values vI: I%3==0 ACCEPT; I%3==1 RELEASE on the first
  *              delivery and ACCEPT the redelivery; I%3==2 REJECT. Reports redeliveries and their counts.
  *   limit      RELEASE every delivery; reports how many times each record was delivered (until idle).
@@ -221,8 +222,19 @@ public class JavaShareConsumerCheck {
             t.start();
             threads.add(t);
         }
-        // both members assigned before anything is produced (so neither drains the topic alone)
+        // Both members assigned before anything is produced (so neither drains the topic alone), and the
+        // assignment settled: the first member is given every partition at its first heartbeat and loses
+        // some to the second member at a later one. A record it acquired from such a partition is
+        // implicitly acknowledged at its next poll; if by then the client has sent the next ShareFetch
+        // (which forgets the revoked partition from its share session) and buffered its records, the
+        // acknowledgement goes in a ShareAcknowledge, and the client fails it itself with
+        // NotLeaderOrFollowerException (ShareConsumeRequestManager.commitAsync: the partition is no longer
+        // in the share session); the records then stay acquired until their lock expires. So wait until
+        // every member has its target assignment, then `settle` ms more: longer than fetch.max.wait.ms
+        // (500), so that a ShareFetch sent under the first assignment (whose share session still holds
+        // the revoked partitions while it long-polls) has been answered and the next one forgot them.
         int members = waitAssigned(2, deadline) ? 2 : 0;
+        Thread.sleep(opt("settle", 1500));
         try (KafkaProducer<String, String> p = producer()) {
             for (int i = 0; i < n; i++) {
                 p.send(new ProducerRecord<>(topic, "k" + i, "v" + i));
@@ -262,14 +274,17 @@ public class JavaShareConsumerCheck {
         return out;
     }
 
-    /** Until describeShareGroups shows `members` members, each with an assignment. */
+    /** Until describeShareGroups shows `members` members, each with an assignment and each at the group's
+     * target assignment epoch (a member gets its target assignment at its own next heartbeat; until then
+     * it keeps the partitions it had). */
     static boolean waitAssigned(int members, long deadline) throws Exception {
         try (Admin a = admin()) {
             while (System.currentTimeMillis() < deadline) {
                 try {
                     ShareGroupDescription d = a.describeShareGroups(List.of(group)).describedGroups().get(group).get();
                     long n = d.members().stream().filter(m -> !m.assignment().topicPartitions().isEmpty()).count();
-                    if (n == members) {
+                    boolean reconciled = d.members().stream().allMatch(m -> m.memberEpoch() == d.targetAssignmentEpoch());
+                    if (n == members && d.members().size() == members && reconciled) {
                         return true;
                     }
                 } catch (java.util.concurrent.ExecutionException e) {

@@ -54,7 +54,14 @@ def values(n: int, start: int = 0) -> set[str]:
 def test_implicit_ack_two_consumers_share_every_record_once(group_broker):
     """Two share consumers (implicit acknowledgement) in one group, both assigned before N records are
     produced: the union is exactly the N records, each delivered once (delivery count 1, never to both),
-    both consumers got some, and a later member of the group finds nothing left (all ACCEPTed)."""
+    both consumers got some, and a later member of the group finds nothing left (all ACCEPTed).
+
+    "Assigned" means settled (both members at the target assignment, then longer than fetch.max.wait.ms):
+    a member assigned first may get every partition and lose some at its next heartbeat once the other
+    joins (minikafka assigns at the first heartbeat, Kafka once the share-partitions are initialized);
+    records it acquired from a partition it then lost may be acknowledged after its client dropped that
+    partition from its share session, and the Java client fails such an acknowledgement itself
+    (NotLeaderOrFollowerException), whatever the broker (see implicit2 in JavaShareConsumerCheck.java)."""
     bs = group_broker.bootstrap
     topic = create_topic(bs, unique("share-imp"), 3)
     group = unique("sg-imp")
